@@ -1,0 +1,259 @@
+"""The shared recursive-descent parser: cursor primitives and the expression grammar.
+
+Each language subclasses :class:`Parser`, adds one ``_parse_<construct>`` method per statement
+clause and may override :meth:`Parser._parse_reference` for its own reference syntax (SASE+
+``a[i].price``, COGRA ``NEXT(S).price``). Expression grammar, loosest binding first::
+
+    or  ->  and  ->  not  ->  comparison  ->  + -  ->  * /  ->  unary -  ->  primary
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn, TypeVar
+
+from situflow.errors import ParseError
+from situflow.lang import ast
+from situflow.lang.tokens import T, Token, tokenize
+
+N = TypeVar("N", bound=ast.Node)
+
+_COMPARISON_OPS = {T.LT: "<", T.GT: ">", T.LE: "<=", T.GE: ">=", T.EQ: "=", T.NE: "!="}
+
+# Unit words that may follow a number after a space (``70 mph``); any word written right after
+# the number (``8m/s2``, ``5s``) is taken as its unit too.
+SPACED_UNITS = frozenset({"MPH", "KMH", "KPH", "KM", "KNOTS", "MPS", "PERCENT", "G"})
+
+
+class Parser:
+    """Cursor over a token list, plus the expression grammar shared by all languages."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.tokens = tokenize(text)
+        self.i = 0
+
+    # --- cursor primitives ----------------------------------------------------------------
+
+    @property
+    def curr(self) -> Token:
+        return self.tokens[self.i]
+
+    def peek(self, k: int = 1) -> Token:
+        return self.tokens[min(self.i + k, len(self.tokens) - 1)]
+
+    @property
+    def prev(self) -> Token:
+        return self.tokens[max(self.i - 1, 0)]
+
+    def advance(self) -> Token:
+        token = self.curr
+        if token.type is not T.EOF:
+            self.i += 1
+        return token
+
+    def at(self, kind: T) -> bool:
+        return self.curr.type is kind
+
+    def at_kw(self, *words: str) -> bool:
+        """Whether the next tokens are these keywords (case-insensitive)."""
+        return all(
+            self.peek(k).type is T.IDENT and self.peek(k).upper == w for k, w in enumerate(words)
+        )
+
+    def match(self, kind: T) -> Token | None:
+        return self.advance() if self.curr.type is kind else None
+
+    def match_kw(self, *words: str) -> bool:
+        if self.at_kw(*words):
+            self.i += len(words)
+            return True
+        return False
+
+    def expect(self, kind: T, what: str | None = None) -> Token:
+        if self.curr.type is not kind:
+            self.raise_error(f"expected {what or kind.value}, found {self.curr.describe()}")
+        return self.advance()
+
+    def expect_kw(self, *words: str) -> Token:
+        first = self.curr
+        if not self.match_kw(*words):
+            self.raise_error(f"expected {' '.join(words)}, found {first.describe()}")
+        return first
+
+    def expect_ident(self, what: str = "a name") -> Token:
+        return self.expect(T.IDENT, what)
+
+    def raise_error(self, message: str, token: Token | None = None) -> NoReturn:
+        token = token or self.curr
+        raise ParseError(message, token.line, token.col, token.start, token.end)
+
+    def node(self, cls: type[N], first: Token, *args: object, **kwargs: object) -> N:
+        """Build a node whose span runs from ``first`` to the last consumed token.
+
+        The only place nodes are made, so no node lacks a position.
+        """
+        last = self.prev if self.i > 0 and self.prev.end >= first.end else first
+        return cls(*args, span=ast.Span.of(first, last), **kwargs)  # type: ignore[arg-type]
+
+    def expect_end(self) -> None:
+        self.match(T.SEMI)
+        if not self.at(T.EOF):
+            self.raise_error(f"unexpected {self.curr.describe()} after the end of the query")
+
+    # --- expressions ----------------------------------------------------------------------
+
+    def parse_expression(self) -> ast.Expr:
+        return self._parse_or()
+
+    def _parse_or(self) -> ast.Expr:
+        first = self.curr
+        left = self._parse_and()
+        while self.match_kw("OR"):
+            left = self.node(ast.Binary, first, "or", left, self._parse_and())
+        return left
+
+    def _parse_and(self) -> ast.Expr:
+        first = self.curr
+        left = self._parse_not()
+        while self._at_conjunction():
+            self.advance()
+            left = self.node(ast.Binary, first, "and", left, self._parse_not())
+        return left
+
+    def _at_conjunction(self) -> bool:
+        """Whether ``AND`` here continues the expression; languages where ``AND`` also joins
+        clauses (SASE+ ``WHERE``) override this."""
+        return self.at_kw("AND")
+
+    def _parse_not(self) -> ast.Expr:
+        first = self.curr
+        if self.match_kw("NOT"):
+            return self.node(ast.Unary, first, "not", self._parse_not())
+        return self._parse_comparison()
+
+    def _parse_comparison(self) -> ast.Expr:
+        first = self.curr
+        left = self._parse_additive()
+        op = _COMPARISON_OPS.get(self.curr.type)
+        if op is None:
+            return left
+        self.advance()
+        right = self._parse_additive()
+        if self.curr.type in _COMPARISON_OPS:
+            self.raise_error("comparisons cannot be chained; join them with AND")
+        return self.node(ast.Binary, first, op, left, right)
+
+    def _parse_additive(self) -> ast.Expr:
+        first = self.curr
+        left = self._parse_term()
+        while self.curr.type in (T.PLUS, T.MINUS):
+            op = self.advance().text
+            left = self.node(ast.Binary, first, op, left, self._parse_term())
+        return left
+
+    def _parse_term(self) -> ast.Expr:
+        first = self.curr
+        left = self._parse_unary()
+        while self.curr.type in (T.STAR, T.SLASH):
+            op = self.advance().text
+            left = self.node(ast.Binary, first, op, left, self._parse_unary())
+        return left
+
+    def _parse_unary(self) -> ast.Expr:
+        first = self.curr
+        if self.match(T.MINUS):
+            operand = self._parse_unary()
+            if isinstance(operand, ast.Literal) and isinstance(operand.value, int | float):
+                if not isinstance(operand.value, bool):
+                    return self.node(ast.Literal, first, -operand.value, operand.unit)
+            return self.node(ast.Unary, first, "-", operand)
+        if self.match(T.PLUS):
+            return self._parse_unary()
+        return self._parse_primary()
+
+    def _parse_primary(self) -> ast.Expr:
+        first = self.curr
+        if first.type is T.NUMBER:
+            return self._parse_number()
+        if first.type is T.STRING:
+            self.advance()
+            return self.node(ast.Literal, first, first.text[1:-1])
+        if self.match(T.LPAREN):
+            inner = self.parse_expression()
+            self.expect(T.RPAREN, "')' to close the parenthesis")
+            return inner
+        if first.type is T.IDENT:
+            if first.upper in ("TRUE", "FALSE"):
+                self.advance()
+                return self.node(ast.Literal, first, first.upper == "TRUE")
+            if self.peek().type is T.LPAREN:
+                return self._parse_call()
+            return self._parse_reference()
+        if first.type is T.EOF:
+            self.raise_error("expected an expression, found the end of the query")
+        self.raise_error(f"expected an expression, found {first.describe()}")
+
+    def _parse_number(self) -> ast.Literal:
+        first = self.advance()
+        value: int | float = float(first.text) if any(c in first.text for c in ".eE") else int(
+            first.text
+        )
+        if self.at(T.PERCENT) and not self.curr.spaced:
+            self.advance()
+            return self.node(ast.Literal, first, value, "%")
+        return self.node(ast.Literal, first, value, self._parse_unit())
+
+    def _parse_unit(self) -> str | None:
+        """A physical unit after a number (``8m/s2``, ``70 mph``, ``9.81 m/s^2``); ignored."""
+        word = self.curr
+        if word.type is not T.IDENT or (word.spaced and word.upper not in SPACED_UNITS):
+            return None
+        if self.peek().type is T.LPAREN:
+            return None
+        parts = [self.advance().text]
+        while True:
+            op, nxt = self.curr, self.peek()
+            if op.type in (T.SLASH, T.CARET) and not op.spaced and not nxt.spaced and (
+                nxt.type in (T.IDENT, T.NUMBER)
+            ):
+                parts += [self.advance().text, self.advance().text]
+            else:
+                return "".join(parts)
+
+    def _parse_call(self) -> ast.Call:
+        name = self.advance()
+        self.expect(T.LPAREN)
+        if self.match(T.STAR):
+            self.expect(T.RPAREN, "')' after '*'")
+            return self.node(ast.Call, name, name.text.lower(), (), True)
+        args: list[ast.Expr] = []
+        if not self.at(T.RPAREN):
+            args.append(self.parse_expression())
+            while self.match(T.COMMA):
+                args.append(self.parse_expression())
+        self.expect(T.RPAREN, f"',' or ')' in the arguments of {name.text}")
+        return self.node(ast.Call, name, name.text.lower(), tuple(args))
+
+    def _parse_reference(self) -> ast.Expr:
+        first = self.expect_ident("an attribute")
+        if self.match(T.DOT):
+            attr = self.expect_ident(f"an attribute name after '{first.text}.'")
+            if self.at(T.DOT):
+                self.raise_error("a reference has at most two parts, as in 'B.speed'")
+            return self.node(ast.Ref, first, first.text, attr.text)
+        return self.node(ast.Ref, first, None, first.text)
+
+    # --- durations ------------------------------------------------------------------------
+
+    def parse_duration(self) -> ast.Duration:
+        """``5s``, ``5 minutes``, ``5 MINUTES``, ``1 hour``, ``500 ms``."""
+        first = self.curr
+        number = self.expect(T.NUMBER, "a duration such as 5s or 5 minutes")
+        unit = self.curr
+        if unit.type is not T.IDENT or unit.text.lower() not in ast.TIME_UNITS:
+            self.raise_error(
+                f"expected a time unit after {number.text} (s, seconds, minutes, hours), "
+                f"found {unit.describe()}"
+            )
+        self.advance()
+        return self.node(ast.Duration, first, float(number.text), unit.text.lower())
