@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
-from typing import Union
 
 from situflow.lang.tokens import Token
 
@@ -94,7 +93,7 @@ class Call(Node):
     star: bool = False
 
 
-Expr = Union[Literal, Ref, Unary, Binary, Call, Node]
+Expr = Literal | Ref | Unary | Binary | Call | Node
 
 ARITHMETIC = frozenset({"+", "-", "*", "/"})
 COMPARISONS = frozenset({"<", ">", "<=", ">=", "=", "!="})

@@ -70,15 +70,15 @@ def _vector_comparison(op: Callable[[Any, Any], Any], left: Getter, right: Gette
         a, b = left(env), right(env)
         try:
             with np.errstate(invalid="ignore"):
-                return op(a, b)
+                result = op(a, b)
+            if op is operator.ne:  # NaN is missing: != with it is false too
+                result = result & _present(a) & _present(b)
+            return result
         except TypeError:
             # Object columns with missing strings: compare element by element, None is false.
             a_arr, b_arr = np.broadcast_arrays(np.asarray(a, dtype=object), np.asarray(b, dtype=object))
-            return np.fromiter(
-                (x is not None and y is not None and bool(op(x, y)) for x, y in zip(a_arr, b_arr, strict=True)),
-                dtype=bool,
-                count=a_arr.size,
-            )
+            return np.fromiter((_compare(op, x, y) for x, y in zip(a_arr, b_arr, strict=True)),
+                               dtype=bool, count=a_arr.size)
 
     return compare
 
@@ -102,18 +102,28 @@ def compile_scalar(expr: ast.Node, resolve: Resolver) -> Callable[[Any], Any]:
         if expr.op in _CMP:
             op = _CMP[expr.op]
 
-            def compare(env: Any) -> bool:
-                a, b = left(env), right(env)
-                if a is None or b is None:
-                    return False
-                return bool(op(a, b))
-
-            return compare
+            return lambda env: _compare(op, left(env), right(env))
         if expr.op == "/":
             return lambda env: _divide(left(env), right(env))
         arith = {"+": operator.add, "-": operator.sub, "*": operator.mul}[expr.op]
         return lambda env: arith(left(env), right(env))
     return resolve(expr)
+
+
+def _present(x: Any) -> Any:
+    """False where ``x`` is NaN (a missing number)."""
+    x = np.asarray(x)
+    return ~np.isnan(x) if x.dtype.kind == "f" else True
+
+
+def _compare(op: Callable[[Any, Any], Any], a: Any, b: Any) -> bool:
+    """A comparison that is false for missing values and for values of unlike types."""
+    if a is None or b is None or a != a or b != b:
+        return False
+    try:
+        return bool(op(a, b))
+    except TypeError:
+        return False
 
 
 def _divide(a: float, b: float) -> float:

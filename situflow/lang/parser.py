@@ -27,6 +27,9 @@ SPACED_UNITS = frozenset({"MPH", "KMH", "KPH", "KM", "KNOTS", "MPS", "PERCENT", 
 class Parser:
     """Cursor over a token list, plus the expression grammar shared by all languages."""
 
+    # Words that end an expression instead of naming an attribute; languages add clause words.
+    RESERVED: frozenset[str] = frozenset({"AND", "OR", "NOT"})
+
     def __init__(self, text: str):
         self.text = text
         self.tokens = tokenize(text)
@@ -163,9 +166,9 @@ class Parser:
         first = self.curr
         if self.match(T.MINUS):
             operand = self._parse_unary()
-            if isinstance(operand, ast.Literal) and isinstance(operand.value, int | float):
-                if not isinstance(operand.value, bool):
-                    return self.node(ast.Literal, first, -operand.value, operand.unit)
+            value = operand.value if isinstance(operand, ast.Literal) else None
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return self.node(ast.Literal, first, -value, operand.unit)  # type: ignore[union-attr]
             return self.node(ast.Unary, first, "-", operand)
         if self.match(T.PLUS):
             return self._parse_unary()
@@ -182,6 +185,8 @@ class Parser:
             inner = self.parse_expression()
             self.expect(T.RPAREN, "')' to close the parenthesis")
             return inner
+        if first.type is T.IDENT and first.upper in self.RESERVED and first.upper != "NOT":
+            self.raise_error(f"expected an expression, found '{first.text}'")
         if first.type is T.IDENT:
             if first.upper in ("TRUE", "FALSE"):
                 self.advance()

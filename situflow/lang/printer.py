@@ -30,11 +30,19 @@ def expr_text(node: ast.Node) -> str:
         op = node.op.upper() if node.op in ("and", "or") else node.op
         return f"{_wrapped(node.left, prec, False)} {op} {_wrapped(node.right, prec, True)}"
     if isinstance(node, ast.Duration):
-        return f"{_number(node.value)} {node.unit}"
+        return duration_text(node.seconds)
     printer = getattr(node, "to_text", None)
     if printer is None:
         raise TypeError(f"no printer for {type(node).__name__}")
     return str(printer())
+
+
+def duration_text(seconds: float) -> str:
+    """A duration in the largest unit that keeps it whole: ``300 s`` prints as ``5 minutes``."""
+    for unit, size in (("hours", 3600), ("minutes", 60), ("seconds", 1)):
+        if seconds >= size and float(seconds / size).is_integer():
+            return f"{int(seconds // size)} {unit}"
+    return f"{_number(seconds * 1000)} ms"
 
 
 def literal_text(node: ast.Literal) -> str:

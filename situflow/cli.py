@@ -1,0 +1,228 @@
+"""The ``situflow`` command line (CLI contract in ARCHITECTURE.md).
+
+    situflow run QUERY_FILE --input EVENTS.jsonl [--output RESULTS.jsonl]
+    situflow check QUERY_FILE
+    situflow demo [--events N] [--cars N]
+
+Query errors print ``QUERY_FILE:line:col: message`` with the line and a caret, exit code 2.
+Bad input lines are reported with their line number and skipped (a count at the end), unless
+``--strict``, which stops at the first with exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from situflow.errors import InputError, QueryError
+from situflow.events import EventBatch
+from situflow.io.jsonl import Fields, read_blocks
+from situflow.operator import CompiledQuery, QueryOptions, Result
+from situflow.queries import compile_query
+
+EXIT_INPUT, EXIT_QUERY = 1, 2
+DEVICES = ("cpu", "opencl", "auto")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.command(args))
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="situflow", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="evaluate a query over a JSON-lines file")
+    run.add_argument("query", type=Path, metavar="QUERY_FILE")
+    run.add_argument("--input", "-i", type=Path, required=True, metavar="EVENTS.jsonl")
+    run.add_argument("--output", "-o", type=Path, metavar="RESULTS.jsonl",
+                     help="write results here instead of standard output")
+    _add_stream_options(run)
+    run.add_argument("--device", choices=DEVICES,
+                     default=os.environ.get("SITUFLOW_DEVICE", "cpu"),
+                     help="kernel backend (results are identical on every device)")
+    run.add_argument("--strict", action="store_true", help="stop at the first bad input line")
+    run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="show a progress bar on standard error (default: when it is a terminal)")
+    run.set_defaults(command=_run)
+
+    check = sub.add_parser("check", help="parse and validate a query, print its plan")
+    check.add_argument("query", type=Path, metavar="QUERY_FILE")
+    _add_stream_options(check)
+    check.set_defaults(command=_check)
+
+    demo = sub.add_parser("demo", help="the aggressive-drivers query over a generated stream")
+    demo.add_argument("--events", type=int, default=1_000_000)
+    demo.add_argument("--cars", type=int, default=2_000)
+    demo.add_argument("--show", type=int, default=20, help="print at most this many results")
+    demo.set_defaults(command=_demo)
+    return parser
+
+
+def _add_stream_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--time-field", default="ts", help="event-time field (default: ts)")
+    p.add_argument("--type-field", default="type", help="event-type field (default: type)")
+    p.add_argument("--time-unit", type=float, default=1.0, metavar="SECONDS",
+                   help="seconds per event-time tick (default: 1; 0.001 for milliseconds)")
+    p.add_argument("--name", help="query name in results (default: the file name)")
+
+
+def _compile(args: argparse.Namespace) -> tuple[CompiledQuery | None, int]:
+    try:
+        text = args.query.read_text()
+    except OSError as e:
+        print(f"situflow: cannot read {args.query}: {e.strerror}", file=sys.stderr)
+        return None, EXIT_QUERY
+    options = QueryOptions(name=args.name or args.query.stem, time_unit=args.time_unit,
+                           type_field=args.type_field)
+    try:
+        return compile_query(text, options), 0
+    except QueryError as e:
+        print(e.render(str(args.query), text), file=sys.stderr)
+        return None, EXIT_QUERY
+
+
+def _check(args: argparse.Namespace) -> int:
+    compiled, code = _compile(args)
+    if compiled is None:
+        return code
+    print(f"-- {compiled.language} query {compiled.query_id}")
+    print(compiled.describe())
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    compiled, code = _compile(args)
+    if compiled is None:
+        return code
+    if args.device == "opencl":
+        print("situflow: the OpenCL backend is not available yet; running on the CPU",
+              file=sys.stderr)
+    fields = Fields(args.time_field, args.type_field, "id", args.time_unit)
+    try:
+        total = args.input.stat().st_size
+    except OSError as e:
+        print(f"situflow: cannot read {args.input}: {e.strerror}", file=sys.stderr)
+        return EXIT_INPUT
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    progress = Progress(total, "bytes") if show else None
+    out: IO[str] = open(args.output, "w") if args.output else sys.stdout  # noqa: SIM115
+    op = compiled.operator()
+    bad = 0
+    try:
+        stream = _ordered(read_blocks(args.input, fields), str(args.input))
+        for batch, errors, read in stream:
+            for error in errors:
+                if args.strict:
+                    print(f"situflow: {error}", file=sys.stderr)
+                    return EXIT_INPUT
+                bad += 1
+                if bad <= 10:
+                    print(f"situflow: skipped {error}", file=sys.stderr)
+            write_results(op.process(batch), out)
+            if progress:
+                progress.advance(read)
+        write_results(op.finish(), out)
+    finally:
+        if progress:
+            progress.close()
+        if out is not sys.stdout:
+            out.close()
+        else:
+            out.flush()
+    if bad:
+        print(f"situflow: {bad} bad input line(s) skipped", file=sys.stderr)
+    return 0
+
+
+def _ordered(blocks: Iterable[Any], source: str) -> Iterator[tuple[EventBatch, list[InputError],
+                                                                   int]]:
+    """Drop events whose time goes backwards: the file must be in event-time order."""
+    last = np.iinfo(np.int64).min
+    for block in blocks:
+        batch, errors = block.batch, list(block.errors)
+        if len(batch):
+            running = np.maximum.accumulate(np.concatenate(([last], batch.ts)))[:-1]
+            late = np.flatnonzero(batch.ts < running)
+            if len(late):
+                errors += [InputError(f"event time {batch.ts[i]} is earlier than {running[i]}; "
+                                      "the input must be ordered by time", source,
+                                      int(batch.seq[i]) + 1) for i in late]
+                errors.sort(key=lambda e: e.position or 0)
+                batch = batch.take(np.flatnonzero(batch.ts >= running))
+            if len(batch):
+                last = max(last, int(batch.ts.max()))
+        yield batch, errors, block.bytes_read
+
+
+def write_results(results: Iterable[Result], out: IO[str]) -> None:
+    for r in results:
+        out.write(json.dumps(r.to_dict()) + "\n")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from situflow.datagen.cars import car_batches
+
+    path = Path(__file__).parent / "examples" / "aggressive_drivers.tps"
+    text = path.read_text()
+    print(text, file=sys.stderr)
+    compiled = compile_query(text, QueryOptions(name="aggressive_drivers"))
+    op = compiled.operator()
+    progress = Progress(args.events, "events")
+    found = 0
+    started = time.perf_counter()
+    for batch in car_batches(args.events, args.cars, batch_size=50_000):
+        for result in op.process(batch):
+            found += 1
+            if found <= args.show:
+                progress.clear()
+                print(json.dumps(result.to_dict()))
+        progress.advance(len(batch))
+    progress.close()
+    elapsed = time.perf_counter() - started
+    print(f"{found} aggressive drivers found in {args.events:,} events from {args.cars:,} cars "
+          f"({args.events / elapsed:,.0f} events/s)", file=sys.stderr)
+    return 0
+
+
+class Progress:
+    """A one-line progress bar on standard error."""
+
+    def __init__(self, total: int, unit: str):
+        self.total, self.unit, self.done = max(total, 1), unit, 0
+        self.started = self.shown = time.perf_counter()
+
+    def advance(self, amount: int) -> None:
+        self.done += amount
+        now = time.perf_counter()
+        if now - self.shown >= 0.1 or self.done >= self.total:
+            self.shown = now
+            share = min(self.done / self.total, 1.0)
+            bar = "#" * int(share * 30)
+            rate = self.done / max(now - self.started, 1e-9)
+            sys.stderr.write(f"\r[{bar:<30}] {share:6.1%} {rate:,.0f} {self.unit}/s ")
+            sys.stderr.flush()
+
+    def clear(self) -> None:
+        sys.stderr.write("\r" + " " * 70 + "\r")
+
+    def close(self) -> None:
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

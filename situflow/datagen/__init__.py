@@ -1,0 +1,1 @@
+"""Seeded generators of sample streams for the demo, tests and benchmarks."""

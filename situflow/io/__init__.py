@@ -1,0 +1,1 @@
+"""Reading events from files."""

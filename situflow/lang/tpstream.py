@@ -1,0 +1,252 @@
+"""The TPStream query language (thesis §5.3.1, EDBT'18 §3).
+
+    FROM <stream> [<alias>] [PARTITION BY <attr>, ...]
+    DEFINE <name> AS <condition> [AT LEAST <d> | AT MOST <d> | BETWEEN <d> AND <d>], ...
+    PATTERN <name> <rel>;<rel>... <name> AND ...
+    WITHIN <duration>
+    RETURN <aggregate expression> AS <name>, ...
+
+Both surface forms of alternatives parse: the thesis' ``A meets;overlaps B`` (Listing 5.1) and
+the paper's ``A meets B; A overlaps B`` (Listing 1), where an alternative may name the pair in
+either order (``C during B; B overlaps C``). Relation names follow Allen (1983), not the
+papers' Table 1: see :mod:`situflow.tpstream.allen` and SEMANTICS.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from situflow.lang import ast
+from situflow.lang.parser import Parser
+from situflow.lang.printer import expr_text
+from situflow.lang.tokens import T, Token
+from situflow.tpstream.allen import INVERSE, RELATIONS
+
+_TWO_WORD = {"MET": "met-by", "OVERLAPPED": "overlapped-by", "STARTED": "started-by",
+             "FINISHED": "finished-by"}
+CLAUSES = ("FROM", "PARTITION", "DEFINE", "PATTERN", "WITHIN", "RETURN")
+
+
+@dataclass(frozen=True)
+class DurationConstraint(ast.Node):
+    """``AT LEAST low``, ``AT MOST high`` or ``BETWEEN low AND high`` (bounds inclusive)."""
+
+    low: ast.Duration | None
+    high: ast.Duration | None
+
+    def to_text(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"BETWEEN {expr_text(self.low)} AND {expr_text(self.high)}"
+        if self.low is not None:
+            return f"AT LEAST {expr_text(self.low)}"
+        assert self.high is not None
+        return f"AT MOST {expr_text(self.high)}"
+
+
+@dataclass(frozen=True)
+class Definition(ast.Node):
+    name: str
+    condition: ast.Expr
+    duration: DurationConstraint | None = None
+
+    def to_text(self) -> str:
+        extra = f" {self.duration.to_text()}" if self.duration else ""
+        return f"{self.name} AS {expr_text(self.condition)}{extra}"
+
+
+@dataclass(frozen=True)
+class Relation(ast.Node):
+    """One alternative ``left <relation> right`` of a temporal constraint."""
+
+    left: str
+    relation: str
+    right: str
+
+
+@dataclass(frozen=True)
+class Constraint(ast.Node):
+    """A temporal constraint: the disjunction of its alternatives, all on one pair."""
+
+    alternatives: tuple[Relation, ...]
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        first = self.alternatives[0]
+        return first.left, first.right
+
+    def relations(self) -> frozenset[str]:
+        """The relations, oriented as ``pair``; ``B overlaps C`` under pair (C, B) is
+        ``C overlapped-by B``."""
+        left, _ = self.pair
+        return frozenset(
+            r.relation if r.left == left else INVERSE[r.relation] for r in self.alternatives
+        )
+
+    def to_text(self) -> str:
+        left, right = self.pair
+        ordered = [r for r in RELATIONS if r in self.relations()]
+        return f"{left} {';'.join(ordered)} {right}"
+
+
+@dataclass(frozen=True)
+class Output(ast.Node):
+    expr: ast.Expr
+    name: str
+
+    def to_text(self) -> str:
+        return f"{expr_text(self.expr)} AS {self.name}"
+
+
+@dataclass(frozen=True)
+class Query(ast.Node):
+    stream: str
+    alias: str | None
+    partition_by: tuple[ast.Ref, ...]
+    definitions: tuple[Definition, ...]
+    constraints: tuple[Constraint, ...]
+    within: ast.Duration
+    outputs: tuple[Output, ...]
+
+    def to_text(self) -> str:
+        """Canonical text: one clause per line, keywords upper case."""
+        head = f"FROM {self.stream}" + (f" {self.alias}" if self.alias else "")
+        if self.partition_by:
+            head += " PARTITION BY " + ", ".join(r.dotted for r in self.partition_by)
+        return "\n".join([
+            head,
+            "DEFINE " + ",\n       ".join(d.to_text() for d in self.definitions),
+            "PATTERN " + "\n    AND ".join(c.to_text() for c in self.constraints),
+            f"WITHIN {expr_text(self.within)}",
+            "RETURN " + ",\n       ".join(o.to_text() for o in self.outputs),
+        ])
+
+
+class TPStreamParser(Parser):
+    """One method per clause of the thesis grammar (§5.3.1)."""
+
+    RESERVED = Parser.RESERVED | frozenset(CLAUSES)
+
+    def parse(self) -> Query:
+        first = self.curr
+        self.expect_kw("FROM")
+        stream = self.expect_ident("the name of the input stream").text
+        alias = None
+        if self.at(T.IDENT) and self.curr.upper not in CLAUSES:
+            alias = self.advance().text
+        partition_by = self._parse_partition_by()
+        definitions = self._parse_define()
+        constraints = self._parse_pattern()
+        within = self._parse_within()
+        outputs = self._parse_return()
+        self.expect_end()
+        return self.node(Query, first, stream, alias, partition_by, definitions, constraints,
+                         within, outputs)
+
+    def _parse_partition_by(self) -> tuple[ast.Ref, ...]:
+        if not self.match_kw("PARTITION"):
+            return ()
+        self.expect_kw("BY")
+        refs = [self._parse_attribute()]
+        while self.match(T.COMMA):
+            refs.append(self._parse_attribute())
+        return tuple(refs)
+
+    def _parse_attribute(self) -> ast.Ref:
+        ref = self._parse_reference()
+        assert isinstance(ref, ast.Ref)
+        return ref
+
+    def _parse_define(self) -> tuple[Definition, ...]:
+        self.expect_kw("DEFINE")
+        definitions = [self._parse_definition()]
+        while self.match(T.COMMA):
+            definitions.append(self._parse_definition())
+        return tuple(definitions)
+
+    def _parse_definition(self) -> Definition:
+        name = self.expect_ident("a situation name")
+        self.expect_kw("AS")
+        condition = self.parse_expression()
+        duration = self._parse_duration_constraint()
+        return self.node(Definition, name, name.text, condition, duration)
+
+    def _parse_duration_constraint(self) -> DurationConstraint | None:
+        first = self.curr
+        if self.match_kw("AT", "LEAST"):
+            return self.node(DurationConstraint, first, self.parse_duration(), None)
+        if self.match_kw("AT", "MOST"):
+            return self.node(DurationConstraint, first, None, self.parse_duration())
+        if self.match_kw("BETWEEN"):
+            low = self.parse_duration()
+            self.expect_kw("AND")
+            return self.node(DurationConstraint, first, low, self.parse_duration())
+        if self.at_kw("AT"):
+            self.raise_error("expected AT LEAST or AT MOST", self.peek())
+        return None
+
+    def _parse_pattern(self) -> tuple[Constraint, ...]:
+        self.expect_kw("PATTERN")
+        constraints = [self._parse_constraint()]
+        while self.match_kw("AND"):
+            constraints.append(self._parse_constraint())
+        return tuple(constraints)
+
+    def _parse_constraint(self) -> Constraint:
+        first = self.curr
+        alternatives = self._parse_alternatives()
+        while self.match(T.SEMI):
+            alternatives += self._parse_alternatives()
+        return self.node(Constraint, first, tuple(alternatives))
+
+    def _parse_alternatives(self) -> list[Relation]:
+        """``X r1;r2;... Y``: each relation of the list is one alternative."""
+        first = self.curr
+        left = self.expect_ident("a situation name").text
+        relations = [self._parse_allen_relation()]
+        while self.at(T.SEMI) and self._relation_name(self.peek()) is not None:
+            self.advance()
+            relations.append(self._parse_allen_relation())
+        right = self.expect_ident(f"a situation name after '{relations[-1]}'").text
+        return [self.node(Relation, first, left, r, right) for r in relations]
+
+    def _relation_name(self, token: Token) -> str | None:
+        word = token.upper.replace("_", "-") if token.type is T.IDENT else ""
+        if word.lower() in RELATIONS:
+            return word.lower()
+        return _TWO_WORD.get(word)
+
+    def _parse_allen_relation(self) -> str:
+        token = self.curr
+        name = self._relation_name(token)
+        if name is None:
+            self.raise_error(
+                f"expected a temporal relation ({', '.join(RELATIONS)}), found {token.describe()}"
+            )
+        self.advance()
+        if token.upper in _TWO_WORD:
+            self.match(T.MINUS)
+            self.expect_kw("BY")
+        return name
+
+    def _parse_within(self) -> ast.Duration:
+        self.expect_kw("WITHIN")
+        return self.parse_duration()
+
+    def _parse_return(self) -> tuple[Output, ...]:
+        self.expect_kw("RETURN")
+        outputs = [self._parse_output()]
+        while self.match(T.COMMA):
+            outputs.append(self._parse_output())
+        return tuple(outputs)
+
+    def _parse_output(self) -> Output:
+        first = self.curr
+        expr = self.parse_expression()
+        self.expect_kw("AS")
+        name = self.expect_ident("a name for the returned value")
+        return self.node(Output, first, expr, name.text)
+
+
+def parse(text: str) -> Query:
+    """Parse TPStream query text; raises ``ParseError``/``TokenError`` with a position."""
+    return TPStreamParser(text).parse()

@@ -1,0 +1,221 @@
+"""Situation derivation over columnar batches (thesis Alg. 5.1, Defs. 5.1-5.3).
+
+Wraps the compiled loop of :mod:`situflow.tpstream.kernels`: maps partition keys to state
+slots, evaluates the conditions vectorized, runs the loop, and computes the RETURN aggregates
+of situations (Def 5.1: over the events ``e_i .. e_j``; ``te`` is the time of ``e_{j+1}``).
+Aggregates are incremental and mergeable (count, sum, min, max, first, last), so a situation
+that spans batches is summarized exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from situflow.errors import InputError
+from situflow.events import EventBatch
+from situflow.tpstream import kernels
+from situflow.tpstream.query import TPStreamQuery, condition_mask
+
+NUMERIC = ("min", "max", "sum", "avg")
+# Integer partition keys below this bound map to slots through a lookup table.
+DIRECT_KEYS = 1 << 22
+
+
+@dataclass
+class Records:
+    """The situation records of one batch, as arrays (see :mod:`kernels`)."""
+
+    pos: np.ndarray
+    defn: np.ndarray
+    kind: np.ndarray
+    start: np.ndarray
+    feasible: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    count: np.ndarray
+    sum: np.ndarray
+    min: np.ndarray
+    max: np.ndarray
+    cnt: np.ndarray
+
+
+class Deriver:
+    """Per-(partition, definition) derivation state and its batch loop."""
+
+    def __init__(self, query: TPStreamQuery, capacity: int = 64):
+        self.query = query
+        self.ndef = len(query.definitions)
+        self.dmin = np.array([np.nan if d.dmin is None else d.dmin for d in query.definitions])
+        self.dmax = np.array([np.nan if d.dmax is None else d.dmax for d in query.definitions])
+        # Aggregates the kernel maintains: the numeric ones; first/last are looked up by position.
+        self.numeric = [i for i, a in enumerate(query.aggregates) if a.func in NUMERIC]
+        self.agg_def = np.array([query.aggregates[i].defn for i in self.numeric], dtype=np.int64)
+        self.keys: dict[Any, int] = {}
+        self._table = np.full(0, -1, np.int64)
+        self.key_list: list[Any] = []
+        self.capacity = 0
+        self._allocate(capacity)
+
+    def _allocate(self, capacity: int) -> None:
+        """Grow the state arrays to ``capacity`` slots, keeping their contents."""
+        old, self.capacity = self.capacity, capacity
+        shape, nagg = (capacity, self.ndef), (capacity, len(self.numeric))
+        fresh = {
+            "open_": np.zeros(shape, bool), "visible": np.zeros(shape, bool),
+            "start_ts": np.zeros(shape, np.int64), "first_pos": np.full(shape, -1, np.int64),
+            "last_pos": np.full(shape, -1, np.int64), "count": np.zeros(shape, np.int64),
+            "last_visible": np.full(shape, kernels.NEVER, np.int64),
+            "a_sum": np.zeros(nagg), "a_min": np.zeros(nagg), "a_max": np.zeros(nagg),
+            "a_cnt": np.zeros(nagg, np.int64),
+            # First and last values of open situations that began in an earlier batch.
+            "carried_first": np.full((capacity, len(self.query.aggregates)), None, object),
+            "carried_last": np.full((capacity, len(self.query.aggregates)), None, object),
+        }
+        for name, array in fresh.items():
+            if old:
+                array[:old] = getattr(self, name)
+            setattr(self, name, array)
+
+    def slots(self, batch: EventBatch) -> np.ndarray:
+        """The state slot of every event's partition key (new keys get new slots)."""
+        attrs = self.query.partition_by
+        if not attrs:
+            if not self.key_list:
+                self._add_key(None)
+            return np.zeros(len(batch), np.int64)
+        columns = [batch.columns.get(a) for a in attrs]
+        for a, c in zip(attrs, columns, strict=True):
+            if c is None:
+                raise InputError(f"events have no partition attribute '{a}'")
+        if len(columns) == 1:
+            column = columns[0]
+            if column.dtype.kind in "iu" and len(column):
+                direct = self._direct_slots(column)
+                if direct is not None:
+                    return direct
+            uniques, inverse = np.unique(column, return_inverse=True)
+            keys = [_plain(u) for u in uniques.tolist()]
+        else:
+            codes = [np.unique(c, return_inverse=True) for c in columns]
+            stacked = np.stack([inv for _, inv in codes], axis=1)
+            rows, inverse = np.unique(stacked, axis=0, return_inverse=True)
+            keys = [[_plain(codes[k][0][r]) for k, r in enumerate(row)] for row in rows]
+        lookup = np.empty(len(keys), np.int64)
+        for i, key in enumerate(keys):
+            hashable = tuple(key) if isinstance(key, list) else key
+            slot = self.keys.get(hashable)
+            lookup[i] = self._add_key(key) if slot is None else slot
+        return lookup[inverse.ravel()]
+
+    def _direct_slots(self, column: np.ndarray) -> np.ndarray | None:
+        """Small non-negative integer keys index a table of slots directly (no sorting)."""
+        low, high = int(column.min()), int(column.max())
+        if low < 0 or high >= DIRECT_KEYS:
+            return None
+        if len(self._table) <= high:
+            grown = np.full(max(high + 1, 2 * len(self._table)), -1, np.int64)
+            grown[: len(self._table)] = self._table
+            self._table = grown
+        slots = self._table[column]
+        if (slots < 0).any():
+            for key in np.unique(column[slots < 0]).tolist():
+                known = self.keys.get(key)  # known after a restore, not yet in the table
+                self._table[key] = self._add_key(key) if known is None else known
+            slots = self._table[column]
+        return slots
+
+    def _add_key(self, key: Any) -> int:
+        slot = len(self.key_list)
+        self.keys[tuple(key) if isinstance(key, list) else key] = slot
+        self.key_list.append(key)
+        if slot >= self.capacity:
+            self._allocate(max(64, 2 * self.capacity))
+        return slot
+
+    def run(self, batch: EventBatch, codes: np.ndarray) -> Records:
+        """Derive over one batch; returns its situation records in stream order."""
+        n = len(batch)
+        cond = np.empty((self.ndef, n), bool)
+        for d, definition in enumerate(self.query.definitions):
+            cond[d] = condition_mask(definition, batch)
+        vals = np.empty((len(self.numeric), n))
+        for row, i in enumerate(self.numeric):
+            vals[row] = self._numeric_column(batch, self.query.aggregates[i].attr)
+        self.first_pos.fill(-1)
+        self.last_pos.fill(-1)
+        size = n * self.ndef
+        nagg = len(self.numeric)
+        r = Records(
+            pos=np.empty(size, np.int64), defn=np.empty(size, np.int64),
+            kind=np.empty(size, np.int64), start=np.empty(size, np.int64),
+            feasible=np.empty(size, bool), first=np.full(size, -1, np.int64),
+            last=np.full(size, -1, np.int64), count=np.zeros(size, np.int64),
+            sum=np.empty((nagg, size)), min=np.empty((nagg, size)), max=np.empty((nagg, size)),
+            cnt=np.empty((nagg, size), np.int64),
+        )
+        m = kernels.derive(
+            codes, batch.ts, cond, vals, self.agg_def, self.dmin, self.dmax,
+            float(self.query.window),
+            self.open_, self.visible, self.start_ts, self.first_pos, self.last_pos, self.count,
+            self.last_visible, self.a_sum, self.a_min, self.a_max, self.a_cnt,
+            r.pos, r.defn, r.kind, r.start, r.feasible, r.first, r.last, r.count,
+            r.sum, r.min, r.max, r.cnt,
+        )
+        return Records(*(a[..., :m] for a in vars(r).values()))
+
+    def _numeric_column(self, batch: EventBatch, attr: str | None) -> np.ndarray:
+        column = batch.ts if attr == "ts" else batch.column(attr or "")
+        if column.dtype.kind not in "biuf":
+            raise InputError(f"attribute '{attr}' must be numeric for min/max/sum/avg")
+        return column.astype(np.float64, copy=False)
+
+    def carry(self, batch: EventBatch) -> None:
+        """At batch end: keep first/last values of open situations for the next batch."""
+        if not self.query.aggregates:
+            return
+        for k, agg in enumerate(self.query.aggregates):
+            if agg.func not in ("first", "last") or agg.attr is None:
+                continue
+            column = _column(batch, agg.attr)
+            positions = (self.first_pos if agg.func == "first" else self.last_pos)[:, agg.defn]
+            target = self.carried_first if agg.func == "first" else self.carried_last
+            live = np.flatnonzero(self.open_[:, agg.defn] & (positions >= 0))
+            target[live, k] = [_plain(v) for v in column[positions[live]]]
+
+    # --- state ----------------------------------------------------------------------------
+
+    STATE_FIELDS = ("open_", "visible", "start_ts", "count", "last_visible", "a_sum", "a_min",
+                    "a_max", "a_cnt", "carried_first", "carried_last")
+
+    def to_state(self) -> dict[str, Any]:
+        n = len(self.key_list)
+        state: dict[str, Any] = {"keys": self.key_list}
+        for name in self.STATE_FIELDS:
+            array = getattr(self, name)[:n]
+            state[name] = [[_plain(v) for v in row] for row in array.tolist()]
+        return state
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        for key in state["keys"]:
+            self._add_key(key)
+        n = len(self.key_list)
+        for name in self.STATE_FIELDS:
+            target = getattr(self, name)
+            if n and target.shape[1]:
+                target[:n] = np.array(state[name], dtype=target.dtype).reshape(n, -1)
+
+
+def _column(batch: EventBatch, attr: str) -> np.ndarray:
+    return batch.ts if attr == "ts" else batch.column(attr)
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-able Python scalar (numpy scalars unwrapped, NaN as None)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and value != value:
+        return None
+    return value
