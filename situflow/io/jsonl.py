@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import queue
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +24,8 @@ from situflow.errors import InputError
 from situflow.events import EventBatch
 
 BLOCK_BYTES = 8 << 20
+# pyarrow parses the sub-blocks of a block in parallel.
+PARSE_BLOCK = 1 << 20
 
 
 @dataclass
@@ -43,11 +47,34 @@ class Fields:
 
 
 def read_blocks(path: str | Path, fields: Fields = Fields(),
-                block_bytes: int = BLOCK_BYTES) -> Iterator[Block]:
-    """Yield the file's events block by block, in file order."""
+                block_bytes: int = BLOCK_BYTES, read_ahead: int = 2) -> Iterator[Block]:
+    """Yield the file's events block by block, in file order.
+
+    A thread parses up to ``read_ahead`` blocks ahead (pyarrow releases the GIL), so parsing
+    overlaps with the operator consuming the previous block.
+    """
     source = str(path)
-    with open(path, "rb") as f:
-        yield from _blocks(f, source, fields, block_bytes)
+    if read_ahead <= 0:
+        with open(path, "rb") as f:
+            yield from _blocks(f, source, fields, block_bytes)
+        return
+    done = object()
+    ready: queue.Queue[Any] = queue.Queue(read_ahead)
+
+    def produce() -> None:
+        try:
+            with open(path, "rb") as f:
+                for block in _blocks(f, source, fields, block_bytes):
+                    ready.put(block)
+        except BaseException as e:  # handed to the consumer, which raises it
+            ready.put(e)
+        ready.put(done)
+
+    threading.Thread(target=produce, name="jsonl-reader", daemon=True).start()
+    while (item := ready.get()) is not done:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
 
 
 def _blocks(f: BinaryIO, source: str, fields: Fields, block_bytes: int) -> Iterator[Block]:
@@ -78,7 +105,7 @@ def _parse(block: bytes, first_line: int, source: str, fields: Fields) -> Block:
     if not blank_line:
         try:
             table = pajson.read_json(io.BytesIO(block),
-                                     read_options=pajson.ReadOptions(block_size=len(block) + 1))
+                                     read_options=pajson.ReadOptions(block_size=PARSE_BLOCK))
             if table.num_rows == lines:
                 return Block(_to_batch(table, seq, fields), [], len(block))
         except (pa.ArrowInvalid, InputError):

@@ -96,7 +96,7 @@ class Parser:
         The only place nodes are made, so no node lacks a position.
         """
         last = self.prev if self.i > 0 and self.prev.end >= first.end else first
-        return cls(*args, span=ast.Span.of(first, last), **kwargs)  # type: ignore[arg-type]
+        return cls(*args, span=ast.Span.of(first, last), **kwargs)
 
     def expect_end(self) -> None:
         self.match(T.SEMI)
@@ -166,9 +166,9 @@ class Parser:
         first = self.curr
         if self.match(T.MINUS):
             operand = self._parse_unary()
-            value = operand.value if isinstance(operand, ast.Literal) else None
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                return self.node(ast.Literal, first, -value, operand.unit)  # type: ignore[union-attr]
+            if isinstance(operand, ast.Literal) and isinstance(operand.value, int | float) \
+                    and not isinstance(operand.value, bool):
+                return self.node(ast.Literal, first, -operand.value, operand.unit)
             return self.node(ast.Unary, first, "-", operand)
         if self.match(T.PLUS):
             return self._parse_unary()

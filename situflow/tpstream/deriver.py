@@ -45,6 +45,21 @@ class Records:
 class Deriver:
     """Per-(partition, definition) derivation state and its batch loop."""
 
+    # State arrays, one row per partition slot (see _allocate and kernels.derive).
+    open_: np.ndarray
+    visible: np.ndarray
+    start_ts: np.ndarray
+    first_pos: np.ndarray
+    last_pos: np.ndarray
+    count: np.ndarray
+    last_visible: np.ndarray
+    a_sum: np.ndarray
+    a_min: np.ndarray
+    a_max: np.ndarray
+    a_cnt: np.ndarray
+    carried_first: np.ndarray
+    carried_last: np.ndarray
+
     def __init__(self, query: TPStreamQuery, capacity: int = 64):
         self.query = query
         self.ndef = len(query.definitions)
@@ -86,10 +101,10 @@ class Deriver:
             if not self.key_list:
                 self._add_key(None)
             return np.zeros(len(batch), np.int64)
-        columns = [batch.columns.get(a) for a in attrs]
-        for a, c in zip(attrs, columns, strict=True):
-            if c is None:
-                raise InputError(f"events have no partition attribute '{a}'")
+        missing = [a for a in attrs if a not in batch.columns]
+        if missing:
+            raise InputError(f"events have no partition attribute '{missing[0]}'")
+        columns = [batch.columns[a] for a in attrs]
         if len(columns) == 1:
             column = columns[0]
             if column.dtype.kind in "iu" and len(column):

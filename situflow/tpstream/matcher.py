@@ -23,7 +23,7 @@ evaluation order of the :class:`Planner`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -130,7 +130,7 @@ class Matcher:
                     part.active[d] = s
                     changes.append((s, True))
                 elif k == FINISH:
-                    s = part.active[d]  # type: ignore[assignment]
+                    s = cast(Situation, part.active[d])
                     part.active[d] = None
                     if t > s.ts:  # a run within one timestamp is no interval: dropped
                         s.te = t
@@ -188,7 +188,7 @@ class Matcher:
                 ended: set[int]) -> None:
         """Alg. 5.3 PerformMatch: bind the situation of step ``k`` and recurse."""
         if k == len(order):
-            members: list[Situation] = ws  # type: ignore[assignment]
+            members = cast(list[Situation], ws)
             key = tuple(id(s) for s in members)
             if key not in found and self._newly_certain(members, new, ended):
                 found[key] = list(members)
@@ -207,11 +207,11 @@ class Matcher:
                     continue
                 ws[e] = y
                 self._extend(part, order, steps, k + 1, ws, t, lo, hi, found, new, ended)
-        y = part.active[e]
-        if y is not None:
-            lo, hi = min(min_ts, y.ts), max(max_end, t)
-            if hi - lo <= window and self._holds(ws, y, e, anchors):
-                ws[e] = y
+        running = part.active[e]
+        if running is not None:
+            lo, hi = min(min_ts, running.ts), max(max_end, t)
+            if hi - lo <= window and self._holds(ws, running, e, anchors):
+                ws[e] = running
                 self._extend(part, order, steps, k + 1, ws, t, lo, hi, found, new, ended)
         ws[e] = None
 

@@ -19,11 +19,11 @@ def run(q: TPStreamQuery | str, events: list[dict[str, Any]], batch_size: int = 
     op = q.operator()
     out = []
     for i in range(0, len(events), batch_size):
-        out += op.process(_batch(events, i, i + batch_size))
+        out += op.process(batch_of(events, i, i + batch_size))
     return out + op.finish()
 
 
-def _batch(events: list[dict[str, Any]], start: int, stop: int) -> EventBatch:
+def batch_of(events: list[dict[str, Any]], start: int, stop: int) -> EventBatch:
     import numpy as np
     import pyarrow as pa
 

@@ -72,7 +72,7 @@ def certain(config: list[Sit], k: int, ts: list[int], cons, window: float) -> bo
 
 def earliest_matches(ts, conds, bounds, cons, window):
     """{(tuple of (ts, te-or-None at detection)), emitted_at} for every reported configuration."""
-    per_def = [derive(ts, c, lo, hi, d) for d, (c, (lo, hi)) in enumerate(zip(conds, bounds))]
+    per_def = [derive(ts, c, lo, hi, d) for d, (c, (lo, hi)) in enumerate(zip(conds, bounds, strict=True))]
     found = set()
     for config in itertools.product(*per_def):
         for k in range(len(ts)):
@@ -92,7 +92,7 @@ def earliest_matches(ts, conds, bounds, cons, window):
 def final_matches(ts, conds, bounds, cons, window):
     """Def 5.6/5.7 over finished situations: {tuple of (ts, te)}."""
     per_def = [[s for s in derive(ts, c, lo, hi, d) if s.te is not None]
-               for d, (c, (lo, hi)) in enumerate(zip(conds, bounds))]
+               for d, (c, (lo, hi)) in enumerate(zip(conds, bounds, strict=True))]
     out = set()
     for config in itertools.product(*per_def):
         ok = all(cons[i][j] is None or relation(config[i].ts, config[i].te, config[j].ts,

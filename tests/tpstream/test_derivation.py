@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tpstream.harness import _batch, query
+from tests.tpstream.harness import batch_of, query
 
 # Y never holds: the pattern only exists to make X a valid query; we read X's buffer.
 ONE = ("FROM S DEFINE X AS v > {threshold} {constraint}, Y AS v < -1000 PATTERN X before Y "
@@ -16,7 +16,7 @@ def situations(events, constraint="", threshold=70, batch_size=1000):
     q = query(ONE.format(constraint=constraint, threshold=threshold))
     op = q.operator()
     for i in range(0, len(events), batch_size):
-        op.process(_batch(events, i, i + batch_size))
+        op.process(batch_of(events, i, i + batch_size))
     part = op.matcher.partitions[0] if op.matcher.partitions else None
     if part is None:
         return []

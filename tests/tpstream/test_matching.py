@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from situflow.tpstream.situations import Situation, SituationBuffer
-from tests.tpstream.harness import _batch, from_intervals, query, run, summary
+from tests.tpstream.harness import batch_of, from_intervals, query, run, summary
 
 EXAMPLES = Path(__file__).parents[2] / "situflow" / "examples"
 SPEED7 = [60, 65, 72, 75, 78, 80, 82, 82, 80, 76, 72, 68, 60, 60]
@@ -164,7 +164,7 @@ def test_snapshot_and_restore_continue_exactly():
     whole = summary(run(q, events))
     for cut in range(1, len(events)):
         op = q.operator()
-        first = op.process(_batch(events, 0, cut))
+        first = op.process(batch_of(events, 0, cut))
         restored = q.restore(json.loads(json.dumps(op.snapshot())))
-        rest = restored.process(_batch(events, cut, len(events)))
+        rest = restored.process(batch_of(events, cut, len(events)))
         assert summary(first + rest) == whole

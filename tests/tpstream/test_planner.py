@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from situflow.tpstream.planner import Planner
-from tests.tpstream.harness import from_intervals, query, run, summary
+from tests.tpstream.harness import batch_of, from_intervals, query, run, summary
 
 HEAD = "FROM S DEFINE A AS a = 1, B AS b = 1, C AS c = 1 PATTERN "
 TAIL = " WITHIN 100 seconds RETURN count(A) AS n"
@@ -75,6 +75,4 @@ def test_at18_every_evaluation_order_gives_the_same_results():
                                       for d in range(3)]):
         op = q.operator()
         op.matcher.planner.order = lambda d, orders=orders: orders[d]  # type: ignore[method-assign]
-        from tests.tpstream.harness import _batch
-
-        assert summary(op.process(_batch(events, 0, len(events)))) == expected
+        assert summary(op.process(batch_of(events, 0, len(events)))) == expected
