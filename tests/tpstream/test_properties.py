@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from situflow.tpstream.allen import RELATIONS
 from tests.tpstream import reference
-from tests.tpstream.harness import query, run
+from tests.tpstream.harness import batch_of, query, run
 
 NAMES = "ABC"
 
@@ -81,3 +81,35 @@ def test_results_do_not_depend_on_batch_size(scenario, other):
               for k, t in enumerate(ts)]
     assert [m.to_dict() for m in run(q, events, batch)] == \
         [m.to_dict() for m in run(q, events, other)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_derivation_equals_definition_5_2_with_its_aggregates(data):
+    n = data.draw(st.integers(1, 30))
+    ts = list(itertools.accumulate(data.draw(st.lists(st.integers(0, 2), min_size=n,
+                                                      max_size=n))))
+    values = data.draw(st.lists(st.integers(-5, 5), min_size=n, max_size=n))
+    lo = data.draw(st.none() | st.integers(1, 4))
+    hi = data.draw(st.none() | st.integers(4, 8))
+    batch = data.draw(st.integers(1, n))
+    extra = ("" if lo is None and hi is None else f" AT LEAST {lo}s" if hi is None else
+             f" AT MOST {hi}s" if lo is None else f" BETWEEN {lo}s AND {hi}s")
+    q = query(f"FROM S DEFINE X AS v > 0{extra}, Y AS v < -100 PATTERN X before Y "
+              "WITHIN 1 hours RETURN first(X.v) AS f, last(X.v) AS l, count(X) AS n, "
+              "sum(X.v) AS s, min(X.v) AS lo, max(X.v) AS hi")
+    op = q.operator()
+    events = [{"ts": t, "v": v} for t, v in zip(ts, values, strict=True)]
+    for i in range(0, n, batch):
+        op.process(batch_of(events, i, i + batch))
+    parts = [p for p in op.matcher.partitions if p is not None]
+    got = [(s.ts, s.te, [fn([s.values[k] for k in range(len(q.aggregates))])
+                         for _, fn in q.outputs]) for p in parts for s in p.buffers[0]]
+    expected = []
+    for s in reference.derive(ts, [v > 0 for v in values], lo, hi):
+        if s.te is None:
+            continue
+        run_values = values[s.start:s.end]
+        expected.append((s.ts, s.te, [run_values[0], run_values[-1], len(run_values),
+                                      sum(run_values), min(run_values), max(run_values)]))
+    assert got == expected
