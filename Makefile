@@ -21,7 +21,7 @@ demo: $(STAMP)
 test: lint typecheck pytest
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check situflow tests bench
+	$(VENV)/bin/ruff check situflow workers topics tests bench
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

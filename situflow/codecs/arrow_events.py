@@ -98,7 +98,8 @@ def batch_from_events(
 
 def events_from_batch(batch: pa.RecordBatch) -> list[dict[str, Any]]:
     """The rows of ``batch`` as event dicts, the shape the JSON codec returns."""
-    return batch.to_pylist()
+    rows: list[dict[str, Any]] = batch.to_pylist()
+    return rows
 
 
 def _empty(schema: pa.Schema) -> pa.RecordBatch:

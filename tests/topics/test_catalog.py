@@ -1,0 +1,108 @@
+"""The topic catalog: which topics exist for a deployment, and how each one is configured."""
+
+from __future__ import annotations
+
+import pytest
+
+from topics.catalog import (
+    DLQ_RETENTION_MS,
+    QUERIES,
+    SITUATIONS,
+    Catalog,
+    CleanupPolicy,
+    QueryOutput,
+    StreamSpec,
+    TopicRole,
+    TopicSpec,
+)
+
+CATALOG = Catalog(
+    streams=(StreamSpec("cars", time_field="time", partitions=6, key_fields=("car",)),),
+    queries=(QueryOutput("aggressive"), QueryOutput("jams", TopicRole.TRENDS, partitions=2)),
+)
+
+
+def by_name(catalog: Catalog) -> dict[str, TopicSpec]:
+    return {spec.name: spec for spec in catalog.topics()}
+
+
+def test_a_deployment_has_these_topics() -> None:
+    assert {name: spec.role for name, spec in by_name(CATALOG).items()} == {
+        QUERIES: TopicRole.QUERIES,
+        SITUATIONS: TopicRole.SITUATIONS,
+        "cars": TopicRole.INPUT,
+        "cars.ordered": TopicRole.ORDERED,
+        "cars.late": TopicRole.LATE,
+        "cars.dlq": TopicRole.DLQ,
+        "matches.aggressive": TopicRole.MATCHES,
+        "trends.jams": TopicRole.TRENDS,
+    }
+
+
+def test_the_query_registry_is_one_compacted_partition_kept_forever() -> None:
+    registry = by_name(Catalog())[QUERIES]
+    assert (registry.partitions, registry.cleanup_policy, registry.configs()) == (
+        1,
+        CleanupPolicy.COMPACT,
+        {"cleanup.policy": "compact", "retention.ms": "-1"},
+    )
+
+
+def test_stream_topics_share_partitions_key_and_time_field() -> None:
+    """K-slack reorders per partition, so its outputs are co-partitioned with its input."""
+    topics = by_name(CATALOG)
+    shape = {(t.partitions, t.key, t.time_field) for n, t in topics.items() if n != "cars.dlq"
+             and t.role in (TopicRole.INPUT, TopicRole.ORDERED, TopicRole.LATE)}
+    assert len(shape) == 1
+    partitions, key, time_field = shape.pop()
+    assert (partitions, time_field) == (6, "time")
+    assert "car" in key.description
+
+
+def test_the_event_time_field_defaults_to_ts() -> None:
+    assert by_name(Catalog(streams=(StreamSpec("s"),)))["s"].time_field == "ts"
+
+
+def test_event_topics_accept_json_and_arrow() -> None:
+    assert by_name(CATALOG)["cars"].value.content_types == (
+        "application/json",
+        "application/vnd.apache.arrow.stream",
+    )
+
+
+def test_dead_letters_are_kept_longer_and_name_their_headers() -> None:
+    dlq = by_name(CATALOG)["cars.dlq"]
+    assert dlq.configs() == {"cleanup.policy": "delete", "retention.ms": str(DLQ_RETENTION_MS)}
+    assert "situflow.error.reason" in dlq.value.description
+
+
+def test_query_outputs_take_their_partitions_from_the_query() -> None:
+    topics = by_name(CATALOG)
+    assert (topics["matches.aggressive"].partitions, topics["trends.jams"].partitions) == (4, 2)
+
+
+def test_replication_applies_to_every_topic() -> None:
+    catalog = Catalog(streams=CATALOG.streams, queries=CATALOG.queries, replication_factor=3)
+    assert {spec.replication_factor for spec in catalog.topics()} == {3}
+
+
+def test_retention_none_leaves_the_broker_default() -> None:
+    raw = by_name(Catalog(streams=(StreamSpec("s", retention_ms=None),)))["s"]
+    assert raw.configs() == {"cleanup.policy": "delete"}
+
+
+@pytest.mark.parametrize("name", ["", "cars/eu", "café", ".", "..", "x" * 250])
+def test_an_illegal_topic_name_is_refused(name: str) -> None:
+    with pytest.raises(ValueError, match="illegal topic name"):
+        StreamSpec(name)
+
+
+def test_a_query_output_must_be_matches_or_trends() -> None:
+    with pytest.raises(ValueError, match="matches or trends"):
+        QueryOutput("q", TopicRole.LATE)
+
+
+def test_streams_are_found_by_name() -> None:
+    assert CATALOG.stream("cars").time_field == "time"
+    with pytest.raises(KeyError, match="no stream 'bikes'"):
+        CATALOG.stream("bikes")
