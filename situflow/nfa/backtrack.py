@@ -1,0 +1,108 @@
+"""The backtrack algorithm (§5.2.3): the paper's baseline, kept for tests and benchmarks.
+
+Per partition one *singleton run* is processed at a time, depth first: when an event allows
+several moves, the run continues with the first and the others are postponed on a stack with
+their state and the position of the next event; when the run fails or ends, the most recent
+postponed run resumes by re-reading the buffered events from its position. All results are
+produced (the "all results" output format). Transitions are those of the NFA^b
+(:func:`situflow.nfa.transitions.moves`), so both engines define the same matches; the
+difference is the work: the NFA^b reads each event once per partition, the backtracker re-reads
+events for every postponed run (``reads``).
+
+Negation and ``CONSUME`` are out of its scope: it is a baseline for the positive pattern.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from situflow.errors import SituflowError
+from situflow.events import EventBatch
+from situflow.nfa.automaton import Automaton, StateKind
+from situflow.nfa.transitions import MISSING, Env, moves, prepare
+
+# A postponed run: state, V, selected (component, event index) pairs, next position, start time.
+_Run = tuple[int, tuple[Any, ...], tuple[tuple[int, int], ...], int, int]
+
+
+class BacktrackMatcher:
+    def __init__(self, automaton: Automaton):
+        if automaton.negations or automaton.consume:
+            raise SituflowError("the backtrack baseline evaluates positive patterns only")
+        self.automaton = automaton
+        self.reads = 0
+        self._env = Env()
+
+    def run(self, batch: EventBatch) -> list[dict[str, list[Any]]]:
+        """Every match in ``batch`` (one bounded stream), as ``{variable: [event ids]}``."""
+        a = self.automaton
+        p = prepare(a, batch)
+        partitions: dict[Any, list[int]] = {}
+        for j, key in enumerate(p.keys):
+            if key is not MISSING:
+                partitions.setdefault(key, []).append(j)
+        env = Env()
+        out: list[tuple[int, tuple[tuple[int, int], ...]]] = []
+        first = a.components[0]
+        initial = a.values.initial()
+        for events in partitions.values():
+            for start, j in enumerate(events):
+                if not p.begin[0][j]:
+                    continue
+                env.row = p.row(j)
+                stack: list[_Run] = []
+                self._arrive(0, first.update(initial, env.row, 1), ((0, j),), start + 1,
+                             p.ts[j], stack, out)
+                while stack:
+                    self._resume(stack.pop(), events, p, env, stack, out)
+        out.sort()
+        return [{c.var: [p.ids[j] for k, j in selected if k == c.index] for c in a.components}
+                for _, selected in out]
+
+    def _resume(self, run: _Run, events: list[int], p: Any, env: Env, stack: list[_Run],
+                out: list[tuple[int, tuple[tuple[int, int], ...]]]) -> None:
+        """Continue one singleton run until it fails or the partition ends."""
+        a = self.automaton
+        state, v, selected, position, start = run
+        while position < len(events):
+            j = events[position]
+            self.reads += 1
+            if p.ts[j] - start > a.window:
+                return
+            # Strict contiguity: an event of another partition in between ends the run.
+            if a.selection.global_contiguity and j != events[position - 1] + 1:
+                return
+            env.row = p.row(j)
+            selects, proceeds, ignores = moves(a, state, v, j, p, env)
+            st = a.states[state]
+            comp = a.components[st.component]
+            branches: list[_Run] = []
+            if selects:
+                n = 1 if st.kind is StateKind.BEGIN else v[comp.length_slot] + 1
+                self._arrive(comp.index, comp.update(v, env.row, n), (*selected,
+                             (comp.index, j)), position + 1, start, branches, out)
+            if proceeds:
+                nxt = a.components[comp.index + 1]
+                self._arrive(nxt.index, nxt.update(v, env.row, 1), (*selected, (nxt.index, j)),
+                             position + 1, start, branches, out)
+            if ignores:
+                branches.append((state, v, selected, position + 1, start))
+            if not branches:
+                return
+            # Depth first: continue with the first move, postpone the others.
+            stack.extend(reversed(branches[1:]))
+            state, v, selected, position, start = branches[0]
+
+    def _arrive(self, k: int, v: tuple[Any, ...], selected: tuple[tuple[int, int], ...],
+                position: int, start: int, branches: list[_Run],
+                out: list[tuple[int, tuple[tuple[int, int], ...]]]) -> None:
+        a = self.automaton
+        comp = a.components[k]
+        if comp.kleene:
+            branches.append((comp.iterate_state, v, selected, position, start))
+            if comp.last and self._env.holds(comp.proceed, v):
+                out.append((selected[-1][1], selected))
+        elif comp.last:
+            out.append((selected[-1][1], selected))
+        else:
+            branches.append((a.components[k + 1].begin_state, v, selected, position, start))

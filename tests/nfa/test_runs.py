@@ -1,0 +1,68 @@
+"""Runs and their computation state (SASE+ §5.2.1 Figure 5, §5.2.2 Figure 6)."""
+
+from __future__ import annotations
+
+from tests.nfa.harness import QUERY3, Harness, figure3, match
+from tests.nfa.harness import batches as make_batches
+
+QUERY3_2 = QUERY3.replace("a[i].price > avg(a[..i-1].price)", "a[i].price >= max(a[..i-1].price)")
+
+
+def runs_after(query: str, n: int, merge_runs: bool = True):
+    h = Harness.for_query(query)
+    op = h.compiled.operator(merge_runs=merge_runs)
+    for b in make_batches(figure3()[:n], 1):
+        op.process(b)
+    names = h.compiled.automaton.value_names()
+    states = h.compiled.automaton.states
+    return [(states[r.state].name, dict(zip(names, r.v, strict=True)),
+             [(m.start, str(m.version), m.node.event.id) for m in r.members])
+            for r in op.partitions["GOOG"].runs]
+
+
+def test_s2_only_e1_and_e3_initiate_runs():
+    h = Harness.for_query(QUERY3)
+    op = h.compiled.operator()
+    for b in make_batches(figure3(), None):
+        op.process(b)
+    # Dewey numbers count initiations from the start state: e1 -> 1, e3 -> 2.
+    assert op.partitions["GOOG"].initiations == 2
+
+
+def test_s3_run_state_after_e4_is_that_of_figure_5():
+    runs = runs_after(QUERY3, 4)
+    v_r1 = {"a.LEN": 4, "sum(a.price)": 461.0, "count(a.price)": 4, "a[a.LEN].volume": 999}
+    v_r2 = {"a.LEN": 2, "sum(a.price)": 241.0, "count(a.price)": 2, "a[a.LEN].volume": 999}
+    # ρR1: v=1.0, q=a[i], pE=e4, t=e1.time; ρR2: v=2.0, t=e3.time (the symbol is the partition).
+    assert runs == [("a[i]", v_r1, [(1, "1.0", "e4")]), ("a[i]", v_r2, [(3, "2.0", "e4")])]
+
+
+def test_s6_runs_with_equal_future_values_are_merged_as_in_figure_6():
+    h = Harness.for_query(QUERY3_2)
+    a = h.compiled.automaton
+    names = a.value_names()
+    masks = {s.name: {names[i] for i in s.mask} for s in a.states}
+    # M_a[i] ∨ M_b and M_b of Figure 6, without the symbol (it is the partition key).
+    assert masks["a[i]"] == {"max(a.price)", "a[a.LEN].volume"}
+    assert masks["b"] == {"a[a.LEN].volume"}
+    [(state, values, members)] = runs_after(QUERY3_2, 4)
+    assert state == "a[i]"
+    assert values["max(a.price)"] == 121 and values["a[a.LEN].volume"] == 999
+    # One run, two histories: the paper's ρi (v=1.0, t=e1) and ρj (v=2.0, t=e3).
+    assert members == [(1, "1.0", "e4"), (3, "2.0", "e4")]
+
+
+def test_s6_merging_does_not_change_the_matches():
+    expected = [match([1, 2, 3, 4], 6), match([3, 4], 6)]
+    h = Harness.for_query(QUERY3_2)
+    assert h.matches(figure3()) == expected
+    assert h.matches(figure3(), merge_runs=False) == expected
+    assert len(runs_after(QUERY3_2, 4, merge_runs=False)) == 2
+
+
+def test_merged_members_expire_one_by_one():
+    # Window 1 hour = 3600 ticks: at t=3602, the e1-history has expired but the e3-history has
+    # not; the merged run keeps going with the e3 history only.
+    times = [1, 2, 3, 4, 5, 3602, 3603, 3604]
+    h = Harness.for_query(QUERY3_2)
+    assert h.matches(figure3(times)) == [match([3, 4], 6)]

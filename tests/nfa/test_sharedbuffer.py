@@ -1,0 +1,56 @@
+"""The shared match buffer and Dewey versions (SASE+ §5.1, Figure 4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from situflow.nfa.sharedbuffer import retrieve
+from situflow.nfa.versions import Dewey
+from tests.nfa.harness import QUERY3, Harness, figure3
+from tests.nfa.harness import batches as make_batches
+
+
+@pytest.mark.parametrize(("version", "ancestor", "compatible"), [
+    ("2.0.0", "1.0", False),  # the paper's example: e6->e4 (2.0.0) vs e4->e3 (1.0)
+    ("1.0.0", "1.0", True),  # prefix
+    ("1.0", "1", True),
+    ("1.1", "1.0", True),  # differs in the last digit, larger
+    ("1.0", "1.1", False),
+    ("1.0", "1.0", False),
+    ("2.0", "1.0", False),
+])
+def test_s5_dewey_compatibility(version, ancestor, compatible):
+    assert Dewey.parse(version).is_compatible_with(Dewey.parse(ancestor)) is compatible
+
+
+def test_dewey_stages_and_splits():
+    v = Dewey.start(1).add_stage()
+    assert str(v) == "1.0"
+    assert str(v.increase()) == "1.1"
+    assert str(v.add_stage()) == "1.0.0"
+
+
+def test_s4_retrieval_gives_r1_r2_r3_and_never_the_wrong_result():
+    h = Harness.for_query(QUERY3)
+    op = h.compiled.operator()
+    buffers = []
+    for b in make_batches(figure3(), 1):
+        op.process(b)
+        buffers.append([(m.node, str(m.version)) for r in op.partitions["GOOG"].runs
+                        for m in r.members])
+    matches = [m.bindings for m in h.run(figure3())]
+    assert {"a": ["e1", "e2", "e3", "e4"], "b": ["e6"]} not in matches
+    # After e5 the e1-run's buffer is e1..e5 (version 1.0) and the e3-run's is e3, e4 (2.0).
+    after_e5 = {v: [[e.id for e in per] for per in retrieve(node, 2)] for node, v in buffers[4]}
+    assert after_e5 == {"1.0": [["e1", "e2", "e3", "e4", "e5"], []], "2.0": [["e3", "e4"], []]}
+
+
+def test_runs_share_the_nodes_of_a_common_prefix():
+    # R1 and R3 share e1..e5: the node of e5 in R3's history is R1's node.
+    h = Harness.for_query(QUERY3)
+    op = h.compiled.operator()
+    for b in make_batches(figure3()[:6], 1):
+        op.process(b)
+    [r1_run] = [r for r in op.partitions["GOOG"].runs if str(r.members[0].version) == "1.0"]
+    e6 = r1_run.members[0].node
+    assert e6.event.id == "e6" and e6.pred is not None and e6.pred.event.id == "e5"
