@@ -86,8 +86,13 @@ class EventBatch:
 
     @classmethod
     def from_records(cls, records: Sequence[Mapping[str, Any]], **options: Any) -> EventBatch:
-        """From dicts (tests, small inputs); same field conventions as :meth:`from_arrow`."""
-        return cls.from_arrow(pa.Table.from_pylist(list(records)), **options)
+        """From dicts (tests, small inputs); same field conventions as :meth:`from_arrow`.
+
+        Every attribute any record has is a column (missing where a record lacks it).
+        """
+        names = list(dict.fromkeys(k for r in records for k in r))
+        return cls.from_arrow(pa.table({k: [r.get(k) for r in records] for k in names}),
+                              **options)
 
 
 def _to_numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:

@@ -95,7 +95,7 @@ class Call(Node):
 
 Expr = Literal | Ref | Unary | Binary | Call | Node
 
-ARITHMETIC = frozenset({"+", "-", "*", "/"})
+ARITHMETIC = frozenset({"+", "-", "*", "/", "%"})
 COMPARISONS = frozenset({"<", ">", "<=", ">=", "=", "!="})
 LOGICAL = frozenset({"and", "or"})
 

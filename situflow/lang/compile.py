@@ -55,7 +55,8 @@ def compile_vector(expr: ast.Node, resolve: Resolver) -> Callable[[Any], Any]:
             return lambda env: np.logical_or(left(env), right(env))
         if expr.op in _CMP:
             return _vector_comparison(_CMP[expr.op], left, right)
-        ufunc = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide}[expr.op]
+        ufunc = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
+                 "%": np.fmod}[expr.op]
 
         def arithmetic(env: Any) -> Any:
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -105,6 +106,8 @@ def compile_scalar(expr: ast.Node, resolve: Resolver) -> Callable[[Any], Any]:
             return lambda env: _compare(op, left(env), right(env))
         if expr.op == "/":
             return lambda env: _divide(left(env), right(env))
+        if expr.op == "%":
+            return lambda env: _remainder(left(env), right(env))
         arith = {"+": operator.add, "-": operator.sub, "*": operator.mul}[expr.op]
         return lambda env: arith(left(env), right(env))
     return resolve(expr)
@@ -124,6 +127,11 @@ def _compare(op: Callable[[Any, Any], Any], a: Any, b: Any) -> bool:
         return bool(op(a, b))
     except TypeError:
         return False
+
+
+def _remainder(a: float, b: float) -> float:
+    """C's fmod, as numpy's vector path computes it (the sign follows the dividend)."""
+    return math.nan if b == 0 else math.fmod(a, b)
 
 
 def _divide(a: float, b: float) -> float:

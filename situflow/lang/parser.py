@@ -4,7 +4,10 @@ Each language subclasses :class:`Parser`, adds one ``_parse_<construct>`` method
 clause and may override :meth:`Parser._parse_reference` for its own reference syntax (SASE+
 ``a[i].price``, COGRA ``NEXT(S).price``). Expression grammar, loosest binding first::
 
-    or  ->  and  ->  not  ->  comparison  ->  + -  ->  * /  ->  unary -  ->  primary
+    or  ->  and  ->  not  ->  comparison  ->  + -  ->  * / %  ->  unary -  ->  primary
+
+``%`` right after a number is a percentage (``80%*x`` is 0.8 times x); elsewhere it is the
+remainder (``a[1].price % 500 = 0``, SASE+ §6).
 """
 
 from __future__ import annotations
@@ -157,7 +160,7 @@ class Parser:
     def _parse_term(self) -> ast.Expr:
         first = self.curr
         left = self._parse_unary()
-        while self.curr.type in (T.STAR, T.SLASH):
+        while self.curr.type in (T.STAR, T.SLASH, T.PERCENT):
             op = self.advance().text
             left = self.node(ast.Binary, first, op, left, self._parse_unary())
         return left

@@ -10,7 +10,7 @@ from situflow.lang import ast
 
 # Binding strength: parentheses are printed only where the tree needs them.
 _PRECEDENCE = {"or": 1, "and": 2, "not": 3, "<": 4, ">": 4, "<=": 4, ">=": 4, "=": 4, "!=": 4,
-               "+": 5, "-": 5, "*": 6, "/": 6}
+               "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
 
 
 def expr_text(node: ast.Node) -> str:

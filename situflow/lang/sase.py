@@ -32,7 +32,6 @@ trailing negation, the type field invisible) and :func:`canonical` prints the ca
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -187,21 +186,11 @@ def split_conjuncts(expr: ast.Node) -> Iterator[ast.Node]:
 
 # --- parser ------------------------------------------------------------------------------------
 
-# C-style comments (Query 1 of Figure 1) are blanked before tokenizing; newlines are kept so
-# that positions in error messages stay those of the original text.
-_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
-
-
-def _blank_comments(text: str) -> str:
-    return _BLOCK_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
-
-
 class SaseParser(Parser):
     """``PATTERN`` statement parser: one method per clause."""
 
     def __init__(self, text: str):
-        super().__init__(_blank_comments(text))
-        self.text = text
+        super().__init__(text)
         # Kleene variables seen in the PATTERN clause: ``v.LEN`` means the length only for them.
         self.kleene_vars: set[str] = set()
 

@@ -72,11 +72,16 @@ _SINGLE = {
     "/": T.SLASH, "%": T.PERCENT, "^": T.CARET, "=": T.EQ, "~": T.TILDE, "∼": T.TILDE,
     "≤": T.LE, "≥": T.GE, "≠": T.NE,
 }
+_LOGICAL_SYMBOLS = {"∧": "AND", "∨": "OR", "¬": "NOT"}
 _DOUBLE = {"<=": T.LE, ">=": T.GE, "!=": T.NE, "<>": T.NE, "==": T.EQ, "..": T.DOTDOT}
 
 
 def tokenize(text: str) -> list[Token]:
-    """Split query text into tokens; ``--`` and ``//`` start comments to the end of the line."""
+    """Split query text into tokens.
+
+    ``--`` and ``//`` start comments to the end of the line, ``/* ... */`` comments may span
+    lines (SASE+ Figure 1).
+    """
     tokens: list[Token] = []
     i, line, line_start, n = 0, 1, 0, len(text)
     spaced = True
@@ -96,6 +101,19 @@ def tokenize(text: str) -> list[Token]:
             while i < n and text[i] != "\n":
                 i += 1
             spaced = True
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                raise TokenError("unterminated comment", line, i - line_start + 1, i, n)
+            line += text.count("\n", i, j)
+            if "\n" in text[i:j]:
+                line_start = text.rfind("\n", i, j) + 1
+            i, spaced = j + 2, True
+        elif c in _LOGICAL_SYMBOLS:
+            # The papers write predicates with logic symbols: a ∧ b, ¬c. They read as keywords.
+            tokens.append(Token(T.IDENT, _LOGICAL_SYMBOLS[c], line, i - line_start + 1, i, i + 1,
+                                spaced))
+            i, spaced = i + 1, False
         elif c.isdigit() or (c == "." and i + 1 < n and text[i + 1].isdigit()):
             j = i
             while j < n and text[j].isdigit():

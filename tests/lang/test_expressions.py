@@ -97,3 +97,20 @@ def test_error_render_shows_the_line_and_a_caret():
     rendered = e.value.render("q.tps", "speed >\n  > 3")
     assert rendered.splitlines() == ["q.tps:2:3: expected an expression, found '>'", "    > 3",
                                      "    ^"]
+
+
+def test_remainder_and_percentages_are_told_apart_by_spacing():
+    assert expr_text(parse("price % 500 = 0 and 80%*x > 1")) == "price % 500 = 0 AND 80% * x > 1"
+    env = {"price": np.array([1000.0, 1250.0, -7.0]), "x": np.array([1.0, 1.0, 1.0])}
+    vector = compile_vector(parse("price % 500"), columns(env))(env)
+    scalar = [compile_scalar(parse("price % 500"), columns(env))({"price": p})
+              for p in env["price"]]
+    assert list(vector) == scalar == [0.0, 250.0, -7.0]
+
+
+def test_block_comments_and_logic_symbols():
+    text = "a > 1 /* a comment\nacross lines */ ∧ ¬ b ∨ c"
+    assert expr_text(parse(text)) == "a > 1 AND NOT b OR c"
+    with pytest.raises(ParseError) as e:
+        parse("/* one\ntwo */ a >")
+    assert (e.value.line, e.value.col) == (2, 11)
