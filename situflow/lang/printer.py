@@ -41,7 +41,8 @@ def duration_text(seconds: float) -> str:
     """A duration in the largest unit that keeps it whole: ``300 s`` prints as ``5 minutes``."""
     for unit, size in (("hours", 3600), ("minutes", 60), ("seconds", 1)):
         if seconds >= size and float(seconds / size).is_integer():
-            return f"{int(seconds // size)} {unit}"
+            count = int(seconds // size)
+            return f"{count} {unit if count != 1 else unit[:-1]}"
     return f"{_number(seconds * 1000)} ms"
 
 

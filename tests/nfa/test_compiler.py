@@ -29,7 +29,7 @@ def test_step1_query3_has_states_a1_ai_b_f_with_begin_take_ignore_proceed_edges(
 
 def test_s8_query3_formulas_are_those_of_figure_2b_and_2c():
     e = edges(QUERY3)
-    window = "a[1].time + 1 hours"
+    window = "a[1].time + 1 hour"
     take = "a[i].symbol = a[1].symbol ∧ a[i].price > avg(a[..i-1].price)"
     b_begin = "b.symbol = a[1].symbol ∧ b.volume < 80% * a[a.LEN].volume"
     # Figure 2(b): basic formulas (the window only on the edge into F, Step 4).
