@@ -1,0 +1,91 @@
+"""``compile(text, options)`` for COGRA queries (the language registry's ``RETURN`` entry).
+
+>>> q = compile("RETURN COUNT(*) PATTERN SEQ(A+, B+) SEMANTICS skip-till-next-match WITHIN 10")
+>>> print(q.describe().splitlines()[1])
+granularity: pattern (Table 5)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from situflow.lang.cogra import CograQuery, parse
+from situflow.lang.printer import expr_text
+from situflow.operator import QueryOptions
+from situflow.trends.analyze import Plan, analyze
+from situflow.trends.operator import Program, TrendOperator
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledTrendQuery:
+    """An immutable compiled COGRA query, shared by every operator instance."""
+
+    tree: CograQuery
+    program: Program
+    options: QueryOptions
+    language: str = field(default="cogra", init=False)
+
+    @property
+    def name(self) -> str:
+        return self.options.name
+
+    @property
+    def plan(self) -> Plan:
+        return self.program.plan
+
+    @property
+    def query_id(self) -> str:
+        return hashlib.blake2b(self.canonical().encode(), digest_size=16).hexdigest()
+
+    def canonical(self) -> str:
+        return self.tree.to_text()
+
+    def describe(self) -> str:
+        """The analyzer's decisions (Fig. 3): automaton, predicates, granularity, path."""
+        plan = self.plan
+        # A variable with several positions (OR branches, unrolled lengths) gets #1, #2, ...
+        variables_seen = [p.variable for p in plan.positions]
+        names = [v if variables_seen.count(v) == 1 else f"{v}#{variables_seen[:i + 1].count(v)}"
+                 for i, v in enumerate(variables_seen)]
+
+        def variables(indexes: Any) -> str:
+            return "{" + ", ".join(names[i] for i in indexes) + "}"
+
+        lines = [
+            f"COGRA query {self.query_id[:12]}: {plan.semantics}",
+            f"granularity: {plan.granularity} (Table 5)",
+            f"executor: {plan.path}",
+            "start: " + variables(i for i, s in enumerate(plan.start) if s)
+            + ", end: " + variables(i for i, e in enumerate(plan.end) if e),
+        ]
+        for p, position in enumerate(plan.positions):
+            local = " AND ".join(expr_text(c) for c in position.local)
+            lines.append(f"  {names[p]} ({position.type_name}): predTypes "
+                         f"{variables(plan.pred_types(p))}" + (f", where {local}" if local else ""))
+        for (p, q), g in plan.guarded:
+            negation = plan.negations[g]
+            local = " AND ".join(expr_text(c) for c in negation.local)
+            lines.append(f"  negated: no {negation.type_name} {negation.variable} between "
+                         f"{names[p]} and {names[q]}" + (f" where {local}" if local else ""))
+        for atom in plan.atoms:
+            lines.append(f"  adjacent: {names[atom.prev]} -> {names[atom.next]}: "
+                         f"{expr_text(atom.prev_expr)} {atom.op} {expr_text(atom.next_expr)}")
+        if plan.partition_attrs:
+            lines.append("partitioned by " + ", ".join(plan.partition_attrs))
+        lines.append(f"windows: [k*{plan.slide}, k*{plan.slide} + {plan.size}) time units")
+        return "\n".join(lines)
+
+    def operator(self) -> TrendOperator:
+        return TrendOperator(self.program, self.name, self.query_id)
+
+    def restore(self, snapshot: dict[str, Any]) -> TrendOperator:
+        return TrendOperator.restore(self.program, self.name, self.query_id, snapshot)
+
+
+def compile(text: str, options: QueryOptions | None = None) -> CompiledTrendQuery:
+    """Parse, validate and compile a COGRA query; raises ``QueryError`` with its position."""
+    options = options or QueryOptions()
+    tree = parse(text)
+    return CompiledTrendQuery(tree, Program.build(analyze(tree, options)), options)
