@@ -369,7 +369,7 @@ class CograParser(Parser):
         # `AND [attr]` starts a new conjunct: the expression must stop before it.
         return self.at_kw("AND") and self.peek().type is not T.LBRACKET
 
-    def _parse_call(self) -> ast.Call:
+    def _parse_call(self) -> ast.Expr:
         """``NEXT(X).attr`` and ``LENGTH(X)``; any other call in WHERE is an error (aggregates
         go in RETURN)."""
         name = self.curr
@@ -378,7 +378,7 @@ class CograParser(Parser):
             self.expect(T.LPAREN)
             variable = self.expect_ident("a Kleene plus variable in LENGTH(...)")
             self.expect(T.RPAREN, "')' after the variable in LENGTH(...)")
-            return self.node(LengthRef, name, variable.text)  # type: ignore[return-value]
+            return self.node(LengthRef, name, variable.text)
         if name.upper != "NEXT":
             self.raise_error(f"{name.text}(...) is not allowed in WHERE; predicates compare "
                              "attributes such as S.price and NEXT(S).price")
@@ -389,7 +389,7 @@ class CograParser(Parser):
         self.expect(T.DOT, f"'.' and an attribute after NEXT({variable.text})")
         attr = self.expect_ident(f"an attribute name after NEXT({variable.text}).")
         # Call is the declared return type of the hook; NextRef is an expression node too.
-        return self.node(NextRef, name, variable.text, attr.text)  # type: ignore[return-value]
+        return self.node(NextRef, name, variable.text, attr.text)
 
     # GROUP-BY and windows ------------------------------------------------------------------
 

@@ -228,7 +228,7 @@ class Parser:
             else:
                 return "".join(parts)
 
-    def _parse_call(self) -> ast.Call:
+    def _parse_call(self) -> ast.Expr:
         name = self.advance()
         self.expect(T.LPAREN)
         if self.match(T.STAR):
