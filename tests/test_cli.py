@@ -84,3 +84,9 @@ def test_unknown_language_is_a_located_error(tmp_path, capsys):
     assert main(["check", str(query)]) == 2
     assert "q.txt:1:1: a query starts with FROM (TPStream), PATTERN (SASE+) or RETURN" in \
         capsys.readouterr().err
+
+
+@pytest.mark.parametrize("query", sorted(EXAMPLES.iterdir()), ids=lambda p: p.name)
+def test_every_example_query_checks(query, capsys):
+    assert main(["check", str(query)]) == 0
+    assert capsys.readouterr().out.startswith("-- ")
