@@ -199,8 +199,12 @@ class Matcher:
         assert x is not None
         buffer = part.buffers[e]
         window = self.window
-        for rel in self.constraints[anchor][e]:  # type: ignore[union-attr]
-            for idx in buffer.related(rel, x.ts, x.end):
+        ranges = [buffer.related(rel, x.ts, x.end)
+                  for rel in self.constraints[anchor][e]]  # type: ignore[union-attr]
+        if len(buffer):
+            self.planner.observe_selectivity(anchor, e, sum(map(len, ranges)), len(buffer))
+        for indexes in ranges:
+            for idx in indexes:
                 y = buffer.items[idx]
                 lo, hi = min(min_ts, y.ts), max(max_end, y.end)
                 if hi - lo > window or not self._holds(ws, y, e, anchors[1:]):

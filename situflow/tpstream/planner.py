@@ -9,10 +9,11 @@ counts intermediate results and binary searches:
     C_findMatches(Buf_i) = sum over applicable C, R in C of 4 * log2 |Buf_i|            (5.3)
     cost = sum_{i=2..n} (|Res_{i-1}| * |Res_i| + C_findMatches(Buf_i))                  (5.2)
 
-with the relation selectivities phi_R of Table 5.3. Buffer sizes are tracked as an exponential
-moving average over matcher invocations, EMA_i = alpha * |Buf| + (1 - alpha) * EMA_{i-1} (5.6);
-when an estimate differs from the one a plan was built on by more than ``threshold`` (relative),
-the plan is recomputed. The matcher keeps no intermediate results, so switching plans between
+starting from the relation selectivities phi_R of Table 5.3. Buffer sizes and each constraint's
+selectivity (the share of a buffer that a range query returns) are tracked as exponential moving
+averages over matcher invocations, EMA_i = alpha * x + (1 - alpha) * EMA_{i-1} (5.6); when an
+estimate differs from the one a plan was built on by more than ``threshold`` (relative), the
+plan is recomputed. The matcher keeps no intermediate results, so switching plans between
 two invocations costs nothing and never changes the result set.
 """
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 # Above this many situations the orders are built greedily instead of exhaustively.
 EXHAUSTIVE_LIMIT = 7
+# Selectivity changes below this scale do not count as drift (they barely move a plan's cost).
+MIN_PHI = 0.01
 # How many invocations pass between two drift checks (an EMA with alpha 0.01 moves slowly).
 DRIFT_CHECK = 16
 
@@ -42,6 +45,12 @@ class Planner:
         self.threshold = threshold
         n = len(self.names)
         self.sizes = [1.0] * n
+        # Selectivity of each constraint, keyed by its pair (i < j); Table 5.3 priors (5.5).
+        self.phi = {
+            (i, j): sum(SELECTIVITY[r] for r in rels)
+            for i, row in enumerate(self.constraints) for j, rels in enumerate(row)
+            if i < j and rels is not None
+        }
         self._plans: dict[int, tuple[tuple[int, ...], list[float]]] = {}
         self.replans = 0
         self._observed = 0
@@ -51,8 +60,17 @@ class Planner:
         plan = self._plans.get(trigger)
         if plan is None:
             order, _ = self.best_order(trigger, self.sizes, first_size=1.0)
-            self._plans[trigger] = plan = (order, list(self.sizes))
+            self._plans[trigger] = plan = (order, self._statistics())
         return plan[0]
+
+    def _statistics(self) -> list[float]:
+        return [*self.sizes, *self.phi.values()]
+
+    def observe_selectivity(self, i: int, j: int, related: int, size: int) -> None:
+        """Fold one range query into the EMA of constraint (i, j): ``related`` of ``size``
+        buffered situations satisfied it."""
+        key = (i, j) if i < j else (j, i)
+        self.phi[key] = self.alpha * related / size + (1 - self.alpha) * self.phi[key]
 
     def observe(self, sizes: Sequence[int]) -> None:
         """Fold one invocation's buffer sizes into the EMAs (5.6); every ``DRIFT_CHECK``
@@ -62,10 +80,11 @@ class Planner:
         self._observed += 1
         if self._observed % DRIFT_CHECK:
             return
+        n = len(self.sizes)
         stale = [
             trigger for trigger, (_, basis) in self._plans.items()
-            if any(abs(now - then) > self.threshold * max(then, 1.0)
-                   for now, then in zip(self.sizes, basis, strict=True))
+            if any(abs(now - then) > self.threshold * max(then, 1.0 if k < n else MIN_PHI)
+                   for k, (now, then) in enumerate(zip(self._statistics(), basis, strict=True)))
         ]
         for trigger in stale:
             del self._plans[trigger]
@@ -76,9 +95,8 @@ class Planner:
     def step_selectivity(self, chosen: Sequence[int], step: int) -> float:
         phi = 1.0
         for j in chosen:
-            rels = self.constraints[step][j]
-            if rels is not None:
-                phi *= sum(SELECTIVITY[r] for r in rels)
+            if self.constraints[step][j] is not None:
+                phi *= self.phi[(j, step) if j < step else (step, j)]
         return phi
 
     def cost(self, order: Sequence[int], sizes: Sequence[float],
@@ -124,10 +142,11 @@ class Planner:
         return lines
 
     def to_state(self) -> dict[str, Any]:
-        return {"sizes": self.sizes}
+        return {"sizes": self.sizes, "phi": [[i, j, v] for (i, j), v in self.phi.items()]}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.sizes = list(state["sizes"])
+        self.phi = {(i, j): v for i, j, v in state["phi"]}
         self._plans.clear()
 
 

@@ -76,3 +76,10 @@ def test_at18_every_evaluation_order_gives_the_same_results():
         op = q.operator()
         op.matcher.planner.order = lambda d, orders=orders: orders[d]  # type: ignore[method-assign]
         assert summary(op.process(batch_of(events, 0, len(events)))) == expected
+
+
+def test_constraint_selectivities_are_measured_on_the_stream():
+    planner = Planner(query(HEAD + Q1 + TAIL), alpha=0.5)
+    assert planner.phi[(0, 1)] == pytest.approx(0.01)  # Table 5.3: overlaps
+    planner.observe_selectivity(1, 0, related=3, size=4)
+    assert planner.phi[(0, 1)] == pytest.approx(0.5 * 0.75 + 0.5 * 0.01)
