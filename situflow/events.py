@@ -54,7 +54,7 @@ class EventBatch:
 
     def row(self, i: int) -> dict[str, Any]:
         """One event as a dict (slow; for results and error messages)."""
-        out = {k: _scalar(v[i]) for k, v in self.columns.items()}
+        out = {k: plain(v[i]) for k, v in self.columns.items()}
         out["ts"] = int(self.ts[i])
         return out
 
@@ -122,7 +122,8 @@ def _time_column(column: pa.ChunkedArray | pa.Array, name: str) -> np.ndarray:
     raise InputError(f"event time '{name}' must be an integer, found {kind}")
 
 
-def _scalar(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """A JSON-able Python scalar: numpy scalars unwrapped, NaN as None."""
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and value != value:

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from situflow.errors import InputError
-from situflow.events import EventBatch
+from situflow.events import EventBatch, plain
 from situflow.tpstream import kernels
-from situflow.tpstream.query import TPStreamQuery, condition_mask
+from situflow.tpstream.query import TIME_FIELD, TPStreamQuery, condition_mask
 
 NUMERIC = ("min", "max", "sum", "avg")
 # Integer partition keys below this bound map to slots through a lookup table.
@@ -106,18 +106,18 @@ class Deriver:
             raise InputError(f"events have no partition attribute '{missing[0]}'")
         columns = [batch.columns[a] for a in attrs]
         if len(columns) == 1:
-            column = columns[0]
-            if column.dtype.kind in "iu" and len(column):
-                direct = self._direct_slots(column)
+            keys_column = columns[0]
+            if keys_column.dtype.kind in "iu" and len(keys_column):
+                direct = self._direct_slots(keys_column)
                 if direct is not None:
                     return direct
-            uniques, inverse = np.unique(column, return_inverse=True)
-            keys = [_plain(u) for u in uniques.tolist()]
+            uniques, inverse = np.unique(keys_column, return_inverse=True)
+            keys = [plain(u) for u in uniques.tolist()]
         else:
             codes = [np.unique(c, return_inverse=True) for c in columns]
             stacked = np.stack([inv for _, inv in codes], axis=1)
             rows, inverse = np.unique(stacked, axis=0, return_inverse=True)
-            keys = [[_plain(codes[k][0][r]) for k, r in enumerate(row)] for row in rows]
+            keys = [[plain(codes[k][0][r]) for k, r in enumerate(row)] for row in rows]
         lookup = np.empty(len(keys), np.int64)
         for i, key in enumerate(keys):
             hashable = tuple(key) if isinstance(key, list) else key
@@ -125,21 +125,21 @@ class Deriver:
             lookup[i] = self._add_key(key) if slot is None else slot
         return lookup[inverse.ravel()]
 
-    def _direct_slots(self, column: np.ndarray) -> np.ndarray | None:
+    def _direct_slots(self, keys: np.ndarray) -> np.ndarray | None:
         """Small non-negative integer keys index a table of slots directly (no sorting)."""
-        low, high = int(column.min()), int(column.max())
+        low, high = int(keys.min()), int(keys.max())
         if low < 0 or high >= DIRECT_KEYS:
             return None
         if len(self._table) <= high:
             grown = np.full(max(high + 1, 2 * len(self._table)), -1, np.int64)
             grown[: len(self._table)] = self._table
             self._table = grown
-        slots = self._table[column]
+        slots = self._table[keys]
         if (slots < 0).any():
-            for key in np.unique(column[slots < 0]).tolist():
+            for key in np.unique(keys[slots < 0]).tolist():
                 known = self.keys.get(key)  # known after a restore, not yet in the table
                 self._table[key] = self._add_key(key) if known is None else known
-            slots = self._table[column]
+            slots = self._table[keys]
         return slots
 
     def _add_key(self, key: Any) -> int:
@@ -182,10 +182,10 @@ class Deriver:
         return Records(*(a[..., :m] for a in vars(r).values()))
 
     def _numeric_column(self, batch: EventBatch, attr: str | None) -> np.ndarray:
-        column = batch.ts if attr == "ts" else batch.column(attr or "")
-        if column.dtype.kind not in "biuf":
+        values = column(batch, attr or "")
+        if values.dtype.kind not in "biuf":
             raise InputError(f"attribute '{attr}' must be numeric for min/max/sum/avg")
-        return column.astype(np.float64, copy=False)
+        return values.astype(np.float64, copy=False)
 
     def carry(self, batch: EventBatch) -> None:
         """At batch end: keep first/last values of open situations for the next batch."""
@@ -194,11 +194,11 @@ class Deriver:
         for k, agg in enumerate(self.query.aggregates):
             if agg.func not in ("first", "last") or agg.attr is None:
                 continue
-            column = _column(batch, agg.attr)
+            values = column(batch, agg.attr)
             positions = (self.first_pos if agg.func == "first" else self.last_pos)[:, agg.defn]
             target = self.carried_first if agg.func == "first" else self.carried_last
             live = np.flatnonzero(self.open_[:, agg.defn] & (positions >= 0))
-            target[live, k] = [_plain(v) for v in column[positions[live]]]
+            target[live, k] = [plain(v) for v in values[positions[live]]]
 
     # --- state ----------------------------------------------------------------------------
 
@@ -210,7 +210,7 @@ class Deriver:
         state: dict[str, Any] = {"keys": self.key_list}
         for name in self.STATE_FIELDS:
             array = getattr(self, name)[:n]
-            state[name] = [[_plain(v) for v in row] for row in array.tolist()]
+            state[name] = [[plain(v) for v in row] for row in array.tolist()]
         return state
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -223,14 +223,6 @@ class Deriver:
                 target[:n] = np.array(state[name], dtype=target.dtype).reshape(n, -1)
 
 
-def _column(batch: EventBatch, attr: str) -> np.ndarray:
-    return batch.ts if attr == "ts" else batch.column(attr)
-
-
-def _plain(value: Any) -> Any:
-    """A JSON-able Python scalar (numpy scalars unwrapped, NaN as None)."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and value != value:
-        return None
-    return value
+def column(batch: EventBatch, attr: str) -> np.ndarray:
+    """The column a query attribute reads; ``ts`` is the event time."""
+    return batch.ts if attr == TIME_FIELD else batch.column(attr)

@@ -27,9 +27,10 @@ from typing import Any, cast
 
 import numpy as np
 
-from situflow.events import EventBatch
+from situflow.events import EventBatch, plain
 from situflow.results import Match
 from situflow.tpstream.allen import relation
+from situflow.tpstream.deriver import column
 from situflow.tpstream.kernels import APPEAR, FINISH, START
 from situflow.tpstream.planner import Planner
 from situflow.tpstream.query import TPStreamQuery
@@ -269,7 +270,7 @@ class Matcher:
                 position = int((rec.first if agg.func == "first" else rec.last)[r])
                 carried = self.deriver.carried_first if agg.func == "first" else \
                     self.deriver.carried_last
-                values[k] = (_plain(_column(ctx.batch, agg.attr)[position]) if position >= 0
+                values[k] = (plain(column(ctx.batch, agg.attr)[position]) if position >= 0
                              else carried[slot, k])
             else:
                 i = self.numeric_index[k]
@@ -290,13 +291,13 @@ class Matcher:
             if agg.attr is None:
                 values[k] = len(rows) + (0 if fresh else int(pre["count"][slot, s.defn]))
                 continue
-            column = _column(ctx.batch, agg.attr)[rows]
+            seen = column(ctx.batch, agg.attr)[rows]
             if agg.func == "first":
-                values[k] = _plain(column[0]) if fresh else self.deriver.carried_first[slot, k]
+                values[k] = plain(seen[0]) if fresh else self.deriver.carried_first[slot, k]
             elif agg.func == "last":
-                values[k] = _plain(column[-1])
+                values[k] = plain(seen[-1])
             else:
-                col = column.astype(np.float64)
+                col = seen.astype(np.float64)
                 col = col[~np.isnan(col)]
                 i = self.numeric_index[k]
                 total, low, high, cnt = float(col.sum()), float(col.min(initial=np.inf)), \
@@ -331,22 +332,10 @@ def _numeric(func: str, total: float, low: float, high: float, cnt: int) -> Any:
     return {"sum": total, "min": low, "max": high, "avg": total / cnt}[func]
 
 
-def _column(batch: EventBatch, attr: str) -> np.ndarray:
-    return batch.ts if attr == "ts" else batch.column(attr)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and value != value:
-        return None
-    return value
-
-
 def _safe(fn: Any, aggregates: list[Any]) -> Any:
     """A RETURN value; arithmetic over a missing aggregate gives null, not a crash."""
     try:
         value = fn(aggregates)
     except (TypeError, ZeroDivisionError):
         return None
-    return _plain(value)
+    return plain(value)
