@@ -50,9 +50,11 @@ def derive(
                     count[slot, d] = 0
                     for k in range(nagg):
                         if agg_def[k] == d:
+                            # min/max are valid once a_cnt > 0; no infinities in the state,
+                            # so it survives every JSON encoder.
                             a_sum[slot, k] = 0.0
-                            a_min[slot, k] = np.inf
-                            a_max[slot, k] = -np.inf
+                            a_min[slot, k] = 0.0
+                            a_max[slot, k] = 0.0
                             a_cnt[slot, k] = 0
                 count[slot, d] += 1
                 last_pos[slot, d] = i
@@ -61,9 +63,13 @@ def derive(
                         v = vals[k, i]
                         if v == v:
                             a_sum[slot, k] += v
+                            if a_cnt[slot, k] == 0:
+                                a_min[slot, k] = v
+                                a_max[slot, k] = v
+                            else:
+                                a_min[slot, k] = min(a_min[slot, k], v)
+                                a_max[slot, k] = max(a_max[slot, k], v)
                             a_cnt[slot, k] += 1
-                            a_min[slot, k] = min(a_min[slot, k], v)
-                            a_max[slot, k] = max(a_max[slot, k], v)
                 # Unbounded above: visible once the lower bound (if any) is reached.
                 if not visible[slot, d] and dmax[d] != dmax[d]:
                     lo = dmin[d]

@@ -257,11 +257,12 @@ class Matcher:
         )
 
     def _finished_values(self, rec: Any, r: int, d: int, slot: int,
-                         ctx: BatchContext) -> dict[int, Any] | None:
+                         ctx: BatchContext) -> list[Any] | None:
         refs = self.refs_by_def[d]
         if not refs:
             return None
-        values: dict[int, Any] = {}
+        # Indexed like query.aggregates; only this situation's own entries are filled.
+        values: list[Any] = [None] * len(self.query.aggregates)
         for k in refs:
             agg = self.query.aggregates[k]
             if agg.attr is None:
@@ -279,12 +280,13 @@ class Matcher:
         return values
 
     def _running_values(self, s: Situation, slot: int, p: int,
-                        ctx: BatchContext) -> dict[int, Any]:
+                        ctx: BatchContext) -> list[Any]:
         """Aggregates of a running situation over its events up to and including event ``p``."""
         fresh = s.batch == ctx.number and s.first >= 0
         lo = s.first if fresh else 0
         rows = lo + np.flatnonzero(ctx.codes[lo:p + 1] == slot)
-        values: dict[int, Any] = {}
+        # Indexed like query.aggregates; only this situation's own entries are filled.
+        values: list[Any] = [None] * len(self.query.aggregates)
         pre = ctx.pre
         for k in self.refs_by_def[s.defn]:
             agg = self.query.aggregates[k]
@@ -302,7 +304,7 @@ class Matcher:
                 i = self.numeric_index[k]
                 total, low, high, cnt = float(col.sum()), float(col.min(initial=np.inf)), \
                     float(col.max(initial=-np.inf)), len(col)
-                if not fresh:
+                if not fresh and pre["a_cnt"][slot, i]:
                     total += float(pre["a_sum"][slot, i])
                     low = min(low, float(pre["a_min"][slot, i]))
                     high = max(high, float(pre["a_max"][slot, i]))

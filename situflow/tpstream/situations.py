@@ -28,7 +28,7 @@ class Situation:
         self.defn = defn
         self.ts = ts
         self.te = te
-        # Aggregates for RETURN (finished situations), else None.
+        # RETURN aggregates of a finished situation, indexed like query.aggregates, else None.
         self.values = values
         # Where a running situation's first event is: position ``first`` of batch ``batch``.
         self.first = first

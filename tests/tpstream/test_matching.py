@@ -168,3 +168,16 @@ def test_snapshot_and_restore_continue_exactly():
         restored = q.restore(json.loads(json.dumps(op.snapshot())))
         rest = restored.process(batch_of(events, cut, len(events)))
         assert summary(first + rest) == whole
+
+
+def test_a_restored_situation_keeps_its_aggregates_through_json():
+    text = ("FROM S DEFINE A AS a = 1, B AS b = 1 PATTERN A before B WITHIN 100 seconds "
+            "RETURN sum(A.v) AS sa, first(B.v) AS fb")
+    events = [{**e, "v": e["ts"]} for e in from_intervals({"A": [(1, 3)], "B": [(6, 9)]}, 10)]
+    q = query(text)
+    for cut in range(1, len(events)):
+        op = q.operator()
+        first = op.process(batch_of(events, 0, cut))
+        restored = q.restore(json.loads(json.dumps(op.snapshot())))
+        (m,) = first + restored.process(batch_of(events, cut, len(events)))
+        assert (m.emitted_at, m.values) == (6, {"sa": 3, "fb": 6})

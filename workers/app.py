@@ -1,0 +1,194 @@
+"""What every situflow Faust service shares: its settings from the environment, the Faust app
+configured for the brokers we run on, and the Prometheus ``/metrics`` and ``/health`` pages.
+
+The Faust settings encode measured broker behaviour (see :mod:`workers.broker`):
+
+* ``processing_guarantee="at_least_once"``: tansu has no transactions. After a crash a service
+  may re-send some output; results carry a deterministic id so consumers drop duplicates, and
+  the services skip input offsets their state already holds (see each service's docstring).
+* ``producer_max_batch_size=1``: one record per produce batch, because tansu 0.6 answers
+  ListOffsets(latest) wrongly after a multi-record batch, which makes changelog recovery abort
+  with ``ConsistencyError``. ``recovery_consistency_check`` stays on: turning it off would
+  silently lose table updates.
+* short session, rebalance and heartbeat timeouts (10 s / 10 s / 1 s by default), so that the
+  partitions of a killed worker move to a survivor quickly;
+* the web server (metrics, health) binds to ``SITUFLOW_WEB_BIND`` (default ``127.0.0.1``;
+  containers set ``0.0.0.0``) on ``SITUFLOW_WEB_PORT``.
+
+Environment of every service (besides the ``KAFKA_*`` connection of :mod:`workers.settings`):
+
+============================  ==========================================================
+``SITUFLOW_STREAM``           input stream name (topic ``<stream>``); default ``events``
+``SITUFLOW_TIME_FIELD``       event-time field; default ``ts``
+``SITUFLOW_KEY_FIELDS``       comma-separated partition attributes (e.g. ``car_id``)
+``SITUFLOW_PARTITIONS``       partitions of the stream's topics; default 4
+``SITUFLOW_DATA_DIR``         RocksDB and Faust data directory
+``SITUFLOW_WEB_PORT``         port of ``/metrics`` and ``/health``; default 6066
+``SITUFLOW_WEB_BIND``         address to bind; default ``127.0.0.1``
+``SITUFLOW_SESSION_TIMEOUT``  consumer group session timeout in seconds; default 10
+============================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+import faust
+from faust.web import Request, Response, View
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from topics.catalog import (
+    DEFAULT_PARTITIONS,
+    DLQ_OFFSET_HEADER,
+    DLQ_PARTITION_HEADER,
+    DLQ_REASON_HEADER,
+    DLQ_TOPIC_HEADER,
+    StreamSpec,
+)
+from workers.settings import KafkaSettings
+
+#: Prometheus' text format; aiohttp refuses a charset parameter in ``content_type``.
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """One service's settings; :meth:`from_env` reads them (see the module doc)."""
+
+    service: str
+    stream: StreamSpec
+    kafka: KafkaSettings
+    data_dir: str
+    web_port: int = 6066
+    web_bind: str = "127.0.0.1"
+    session_timeout: float = 10.0
+
+    @classmethod
+    def from_env(cls, service: str, env: Mapping[str, str] | None = None) -> ServiceConfig:
+        env = os.environ if env is None else env
+        keys = tuple(f.strip() for f in env.get("SITUFLOW_KEY_FIELDS", "").split(",") if f.strip())
+        stream = StreamSpec(
+            env.get("SITUFLOW_STREAM", "events"),
+            time_field=env.get("SITUFLOW_TIME_FIELD", "ts"),
+            partitions=int(env.get("SITUFLOW_PARTITIONS", DEFAULT_PARTITIONS)),
+            key_fields=keys,
+        )
+        return cls(
+            service=service,
+            stream=stream,
+            kafka=KafkaSettings.from_env(env),
+            data_dir=env.get("SITUFLOW_DATA_DIR", f"situflow-data/{service}"),
+            web_port=int(env.get("SITUFLOW_WEB_PORT", 6066)),
+            web_bind=env.get("SITUFLOW_WEB_BIND", "127.0.0.1"),
+            session_timeout=float(env.get("SITUFLOW_SESSION_TIMEOUT", 10)),
+        )
+
+
+def make_app(app_id: str, config: ServiceConfig) -> faust.App:
+    """A Faust app with RocksDB tables and the broker settings of the module doc."""
+    return faust.App(
+        app_id,
+        broker=[f"kafka://{server}" for server in config.kafka.bootstrap_servers.split(",")],
+        broker_credentials=_credentials(config.kafka),
+        store="rocksdb://",
+        datadir=config.data_dir,
+        version=1,
+        topic_partitions=config.stream.partitions,
+        topic_disable_leader=True,
+        processing_guarantee="at_least_once",
+        producer_max_batch_size=1,
+        broker_session_timeout=config.session_timeout,
+        broker_rebalance_timeout=config.session_timeout,
+        broker_heartbeat_interval=1.0,
+        consumer_auto_offset_reset="earliest",
+        web_bind=config.web_bind,
+        web_port=config.web_port,
+        web_host=config.web_bind,
+    )
+
+
+def _credentials(kafka: KafkaSettings) -> Any:
+    context = None
+    if kafka.uses_ssl:
+        context = ssl.create_default_context(cafile=kafka.ssl_cafile)
+        if kafka.ssl_certfile and kafka.ssl_keyfile:
+            context.load_cert_chain(kafka.ssl_certfile, kafka.ssl_keyfile)
+    if kafka.uses_sasl:
+        return faust.SASLCredentials(
+            username=kafka.sasl_username, password=kafka.sasl_password,
+            ssl_context=context, mechanism=kafka.sasl_mechanism,
+        )
+    return faust.SSLCredentials(context) if context is not None else None
+
+
+class ServiceMetrics:
+    """The Prometheus metrics of one service, served on the app's ``/metrics`` page.
+
+    A registry of its own keeps the page to situflow's metrics (no process collectors of the
+    default registry, which a test process would share). Every name starts ``situflow_`` and
+    every metric carries the ``service`` label, so one dashboard covers all services.
+    """
+
+    def __init__(self, app: faust.App, service: str) -> None:
+        self.registry = CollectorRegistry()
+        labels = ["service", "topic"]
+        reg = self.registry
+        self.messages_in = Counter("situflow_messages_in", "Messages consumed", labels,
+                                   registry=reg).labels
+        self.messages_out = Counter("situflow_messages_out", "Messages produced", labels,
+                                    registry=reg).labels
+        self.dlq = Counter("situflow_dlq_messages", "Messages sent to a dead-letter topic",
+                           labels, registry=reg).labels
+        self.late = Counter("situflow_late_events", "Events later than the K-slack bound",
+                            labels, registry=reg).labels
+        self.buffered = Gauge("situflow_kslack_buffered_events",
+                              "Events waiting in the K-slack buffers of this worker",
+                              ["service"], registry=reg).labels(service)
+        self.open_situations = Gauge("situflow_open_situations",
+                                     "Situations open in the operator states of this worker",
+                                     ["service"], registry=reg).labels(service)
+        self.latency = Histogram("situflow_processing_latency_seconds",
+                                 "From the input message's Kafka timestamp to its output being "
+                                 "sent", ["service"], buckets=LATENCY_BUCKETS,
+                                 registry=reg).labels(service)
+        self.service = service
+        self._app = app
+
+        # Faust makes a view class of a page function, so pages are plain functions.
+        @app.page("/metrics")
+        async def metrics_page(web: View, request: Request) -> Response:
+            return web.bytes(generate_latest(self.registry), content_type=METRICS_CONTENT_TYPE)
+
+        @app.page("/health")
+        async def health_page(web: View, request: Request) -> Response:
+            return web.json(self.health())
+
+    def health(self) -> dict[str, Any]:
+        """Served with 200 while the worker runs; ``ready`` once it has partitions and its
+        tables are recovered (what a readiness probe and the tests wait for)."""
+        app = self._app
+        assigned = len(app.consumer.assignment()) if app.consumer else 0
+        recovered = cast(Any, app.tables).recovery.completed.is_set()
+        ready = assigned > 0 and recovered and not app.rebalancing
+        return {"service": self.service, "ready": ready, "assigned": assigned,
+                "rebalancing": app.rebalancing, "tables_recovered": recovered}
+
+
+def dlq_headers(message: Any, reason: str) -> list[tuple[str, bytes]]:
+    """Headers of a dead-letter record: why, and where the original message came from."""
+    return [
+        (DLQ_REASON_HEADER, reason.encode()),
+        (DLQ_TOPIC_HEADER, message.topic.encode()),
+        (DLQ_PARTITION_HEADER, str(message.partition).encode()),
+        (DLQ_OFFSET_HEADER, str(message.offset).encode()),
+    ]
+
+
+def message_age(message: Any, now: float) -> float:
+    """Seconds since the message's Kafka timestamp (its produce or append time)."""
+    return max(0.0, now - message.timestamp) if message.timestamp else 0.0

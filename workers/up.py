@@ -1,0 +1,252 @@
+"""Run the pipeline locally: broker, topics, and the services as processes (``situflow up``).
+
+    python -m workers.up --stream cars --key-fields car_id --slack 5 \\
+        --query situflow/examples/aggressive_drivers.tps
+
+starts the embedded tansu broker (unless ``KAFKA_BOOTSTRAP_SERVERS`` names a Kafka), creates
+the catalog's topics *before* any service subscribes (tansu would otherwise auto-create them
+with its own partition count, and Faust would stop with PartitionsMismatch), then runs the
+K-slack and matcher services as child processes until Ctrl-C or SIGTERM, and stops everything.
+
+Each child gets its own data directory, a free web port on 127.0.0.1 (``/metrics``,
+``/health``) and a log file, and dies with the launcher's thread (``setpriv --pdeathsig``)
+so that a killed launcher leaves no service behind. :class:`Pipeline` is the same thing as a
+context manager, for tests and the demo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Self
+
+from topics.catalog import Catalog, QueryOutput, StreamSpec
+from topics.create import create_topics
+from workers.broker import EmbeddedBroker, free_port
+from workers.settings import ENV_BOOTSTRAP, KafkaSettings
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SERVICES = ("kslack", "matcher")
+
+
+class PipelineError(RuntimeError):
+    """A service did not become ready or exited; the message ends with its log."""
+
+
+@dataclass
+class ServiceProcess:
+    """One running service: its process, web port and log file."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    web_port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
+
+    def get(self, path: str, timeout: float = 2.0) -> bytes:
+        with urllib.request.urlopen(self.url + path, timeout=timeout) as response:
+            return bytes(response.read())
+
+    def health(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads(self.get("/health")))
+        except (OSError, ValueError):
+            return {"ready": False}
+
+    def log_tail(self, lines: int = 30) -> str:
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+
+@dataclass
+class Pipeline:
+    """Broker + topics + services; ``with Pipeline(...) as p:`` waits until all are ready."""
+
+    stream: StreamSpec
+    query_file: Path
+    slack: int = 0
+    idle_timeout: float = 5.0
+    kafka: KafkaSettings | None = None
+    work_dir: Path | None = None
+    ready_timeout: float = 60.0
+    extra_env: dict[str, str] = field(default_factory=dict)
+    #: Name of the query in results and in ``matches.<name>``; default: the file's stem.
+    name: str | None = None
+    services: dict[str, ServiceProcess] = field(default_factory=dict, init=False)
+    _broker: EmbeddedBroker | None = field(default=None, init=False)
+    _own_dir: bool = field(default=False, init=False)
+
+    @property
+    def query_name(self) -> str:
+        return self.name or self.query_file.stem
+
+    @property
+    def catalog(self) -> Catalog:
+        return Catalog(streams=(self.stream,), queries=(QueryOutput(self.query_name),))
+
+    def start(self) -> Self:
+        try:
+            if self.kafka is None:
+                if os.environ.get(ENV_BOOTSTRAP):
+                    self.kafka = KafkaSettings.from_env()
+                else:
+                    self._broker = EmbeddedBroker().start()
+                    self.kafka = KafkaSettings(self._broker.bootstrap_servers)
+            if self.work_dir is None:
+                self.work_dir = Path(tempfile.mkdtemp(prefix="situflow-up-"))
+                self._own_dir = True
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+            asyncio.run(create_topics(self.kafka, self.catalog.topics()))
+            for name in SERVICES:
+                self.start_service(name)
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def start_service(self, name: str) -> ServiceProcess:
+        """Start (or restart) one service with a fresh web port and its own data dir."""
+        assert self.kafka is not None and self.work_dir is not None
+        port = free_port()
+        env = {
+            **os.environ,
+            **self.kafka_env(),
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
+            "SITUFLOW_STREAM": self.stream.name,
+            "SITUFLOW_TIME_FIELD": self.stream.time_field,
+            "SITUFLOW_KEY_FIELDS": ",".join(self.stream.key_fields),
+            "SITUFLOW_PARTITIONS": str(self.stream.partitions),
+            "SITUFLOW_SLACK": str(self.slack),
+            "SITUFLOW_IDLE_TIMEOUT": str(self.idle_timeout),
+            "SITUFLOW_QUERY_FILE": str(self.query_file),
+            "SITUFLOW_QUERY_NAME": self.query_name,
+            "SITUFLOW_DATA_DIR": str(self.work_dir / name),
+            "SITUFLOW_WEB_PORT": str(port),
+            "SITUFLOW_WEB_BIND": "127.0.0.1",
+            **self.extra_env,
+        }
+        command = [sys.executable, "-m", f"workers.{name}", "worker", "-l", "warn"]
+        setpriv = shutil.which("setpriv") if sys.platform == "linux" else None
+        if setpriv:
+            command = [setpriv, "--pdeathsig", "TERM", *command]
+        log_path = self.work_dir / f"{name}.log"
+        log: IO[bytes]
+        with log_path.open("ab") as log:
+            process = subprocess.Popen(command, env=env, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
+                                       stdout=log, stderr=subprocess.STDOUT)
+        service = self.services[name] = ServiceProcess(name, process, port, log_path)
+        return service
+
+    def kafka_env(self) -> dict[str, str]:
+        """The ``KAFKA_*`` variables that reach this pipeline's broker."""
+        assert self.kafka is not None
+        k = self.kafka
+        values = {
+            "BOOTSTRAP_SERVERS": k.bootstrap_servers, "SECURITY_PROTOCOL": k.security_protocol,
+            "SASL_MECHANISM": k.sasl_mechanism, "SASL_USERNAME": k.sasl_username,
+            "SASL_PASSWORD": k.sasl_password, "SSL_CAFILE": k.ssl_cafile,
+            "SSL_CERTFILE": k.ssl_certfile, "SSL_KEYFILE": k.ssl_keyfile,
+        }
+        return {f"KAFKA_{name}": value for name, value in values.items() if value}
+
+    def wait_ready(self, names: tuple[str, ...] = SERVICES) -> None:
+        """Until every named service reports ready on ``/health``; raises if one exits."""
+        deadline = time.monotonic() + self.ready_timeout
+        waiting = list(names)
+        while waiting:
+            for name in list(waiting):
+                service = self.services[name]
+                if service.process.poll() is not None:
+                    raise PipelineError(f"{name} exited with code {service.process.returncode}:"
+                                        f"\n{service.log_tail()}")
+                if service.health().get("ready"):
+                    waiting.remove(name)
+            if waiting and time.monotonic() > deadline:
+                name = waiting[0]
+                raise PipelineError(f"{name} not ready after {self.ready_timeout}s:\n"
+                                    f"{self.services[name].log_tail()}")
+            time.sleep(0.2)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM every service (SIGKILL after ``timeout``), then the broker; idempotent."""
+        for service in self.services.values():
+            if service.process.poll() is None:
+                service.process.send_signal(signal.SIGTERM)
+        for service in self.services.values():
+            try:
+                service.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                service.process.kill()
+                service.process.wait()
+        if self._broker is not None:
+            self._broker.stop()
+            self._broker = None
+        if self._own_dir and self.work_dir is not None:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+            self.work_dir = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workers.up", description=__doc__)
+    parser.add_argument("--stream", default="cars")
+    parser.add_argument("--key-fields", default="car_id", help="comma-separated")
+    parser.add_argument("--time-field", default="ts")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--slack", type=int, default=5, help="K, in event-time units")
+    parser.add_argument("--idle-timeout", type=float, default=5.0, help="seconds")
+    parser.add_argument("--query", type=Path,
+                        default=REPO_ROOT / "situflow/examples/aggressive_drivers.tps")
+    parser.add_argument("--work-dir", type=Path, help="data and logs (default: a temp dir)")
+    args = parser.parse_args(argv)
+    stream = StreamSpec(args.stream, time_field=args.time_field, partitions=args.partitions,
+                        key_fields=tuple(f for f in args.key_fields.split(",") if f))
+    pipeline = Pipeline(stream, args.query.resolve(), args.slack, args.idle_timeout,
+                        work_dir=args.work_dir)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with pipeline:
+        assert pipeline.kafka is not None
+        print(f"broker {pipeline.kafka.bootstrap_servers}; produce to {stream.name!r}; "
+              f"results in 'matches.{pipeline.query_name}'")
+        for service in pipeline.services.values():
+            print(f"{service.name}: {service.url}/metrics  log {service.log_path}")
+        try:
+            while all(s.process.poll() is None for s in pipeline.services.values()):
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            return 0
+        for service in pipeline.services.values():
+            if service.process.poll() is not None:
+                print(f"{service.name} exited:\n{service.log_tail()}", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
