@@ -9,7 +9,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /opt/situflow
 COPY pyproject.toml README.md ./
 COPY situflow ./situflow
-RUN pip install --no-cache-dir . \
+COPY workers ./workers
+COPY topics ./topics
+# Services run as `python -m workers.kslack ...` from this directory.
+ENV PYTHONPATH=/opt/situflow
+RUN pip install --no-cache-dir '.[kafka]' \
     && useradd --uid 10001 --no-create-home --shell /usr/sbin/nologin situflow
 
 USER 10001
