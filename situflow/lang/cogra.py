@@ -70,12 +70,15 @@ class SeqPattern(ast.Node):
         return "SEQ(" + ", ".join(pattern_text(p) for p in self.items) + ")"
 
 
+_POSTFIX = (T.PLUS, T.STAR, T.QUESTION)
+
+
 @dataclass(frozen=True)
 class KleenePattern(ast.Node):
-    """``P+`` (Kleene plus) or ``P*`` (Kleene star, Appendix C)."""
+    """``P+`` (Kleene plus), or the Appendix C sugar ``P*`` (Kleene star) and ``P?`` (optional)."""
 
     inner: ast.Node
-    op: str  # "+" or "*"
+    op: str  # "+", "*" or "?"
 
     def to_text(self) -> str:
         inner = pattern_text(self.inner)
@@ -322,10 +325,10 @@ class CograParser(Parser):
         return self._parse_kleene(first, inner)
 
     def _parse_kleene(self, first: Token, inner: ast.Node) -> ast.Node:
-        if self.curr.type not in (T.PLUS, T.STAR):
+        if self.curr.type not in _POSTFIX:
             return inner
         op = self.advance().text
-        if self.curr.type in (T.PLUS, T.STAR):
+        if self.curr.type in _POSTFIX:
             self.raise_error(f"'{self.curr.text}' after '{op}' repeats a Kleene operator; "
                              "use parentheses to nest, as in (A+)+")
         return self.node(KleenePattern, first, inner, op)

@@ -35,6 +35,7 @@ class T(enum.Enum):
     SLASH = "'/'"
     PERCENT = "'%'"
     CARET = "'^'"
+    QUESTION = "'?'"
     LT = "'<'"
     GT = "'>'"
     LE = "'<='"
@@ -69,7 +70,7 @@ class Token:
 _SINGLE = {
     "(": T.LPAREN, ")": T.RPAREN, "[": T.LBRACKET, "]": T.RBRACKET, "{": T.LBRACE,
     "}": T.RBRACE, ",": T.COMMA, ";": T.SEMI, "+": T.PLUS, "-": T.MINUS, "*": T.STAR,
-    "/": T.SLASH, "%": T.PERCENT, "^": T.CARET, "=": T.EQ, "~": T.TILDE, "∼": T.TILDE,
+    "/": T.SLASH, "%": T.PERCENT, "^": T.CARET, "?": T.QUESTION, "=": T.EQ, "~": T.TILDE, "∼": T.TILDE,
     "≤": T.LE, "≥": T.GE, "≠": T.NE,
 }
 _LOGICAL_SYMBOLS = {"∧": "AND", "∨": "OR", "¬": "NOT"}

@@ -261,7 +261,7 @@ def _analyze_pattern(pattern: ast.Node, lengths: dict[str, int]) -> _Automaton:
 
 def _nullable(node: ast.Node) -> bool:
     if isinstance(node, KleenePattern):
-        return node.op == "*" or _nullable(node.inner)
+        return node.op in ("*", "?") or _nullable(node.inner)
     if isinstance(node, SeqPattern):
         return all(_nullable(i) for i in node.items if not isinstance(i, NegatedPattern))
     if isinstance(node, OrPattern):
@@ -323,7 +323,7 @@ MAX_ALTERNATIVES = 256
 def _alternatives(node: ast.Node, lengths: dict[str, int]) -> list[ast.Node | None]:
     """Rewrite Appendix C sugar into ``E``, ``SEQ``, ``+`` and ``OR``; ``None`` is the empty
     pattern. ``SEQ(P1*, P2) = SEQ(P1+, P2) OR P2``; ``A+`` with ``LENGTH(A) >= 3`` is unrolled
-    to ``SEQ(A, A, A+)``, every copy bound to ``A``."""
+    to ``SEQ(A, A, A+)``, every copy bound to ``A``; ``SEQ(P1?, P2) = SEQ(P1, P2) OR P2``."""
     if isinstance(node, TypePattern | NegatedPattern):
         return [node]
     if isinstance(node, KleenePattern):
@@ -335,6 +335,8 @@ def _alternatives(node: ast.Node, lengths: dict[str, int]) -> list[ast.Node | No
                                   span=node.span)
             return [unrolled]
         inner = [a for a in _alternatives(node.inner, lengths) if a is not None]
+        if node.op == "?":  # SEQ(P1?, P2) = SEQ(P1, P2) OR P2
+            return [*inner, None]
         plus: list[ast.Node | None] = []
         if inner:
             body = inner[0] if len(inner) == 1 else OrPattern(tuple(inner), span=node.span)
@@ -364,7 +366,8 @@ def _alternatives(node: ast.Node, lengths: dict[str, int]) -> list[ast.Node | No
 def _minimal_lengths(query: CograQuery) -> dict[str, int]:
     """``LENGTH(A) >= m`` (or ``> m - 1``) conjuncts, by variable (Appendix C)."""
     kleene = {n.inner.variable: n for n in query.pattern.walk()
-              if isinstance(n, KleenePattern) and isinstance(n.inner, TypePattern)}
+              if isinstance(n, KleenePattern) and isinstance(n.inner, TypePattern)
+              and n.op != "?"}
     lengths: dict[str, int] = {}
     for conjunct in query.where:
         refs = [n for n in conjunct.walk() if isinstance(n, LengthRef)]

@@ -116,6 +116,8 @@ class _Reference:
                        for t in self._expand(item)]
             return [self._sequence(s) for s in out]
         assert isinstance(node, KleenePattern)
+        if node.op == "?":  # SEQ(P1?, P2) = SEQ(P1, P2) OR P2; the empty pattern once
+            return [t for t in self._expand(node.inner) if t is not None] + [None]
         if isinstance(node.inner, TypePattern) and node.inner.variable in self.lengths:
             leaf = ("E", node.inner.variable, node.inner.type_name)
             m = self.lengths[node.inner.variable]

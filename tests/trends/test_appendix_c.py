@@ -82,3 +82,14 @@ def test_negation_keeps_the_pattern_grained_path_off() -> None:
     plan = compile(query("COUNT(*)", NEXT, pattern="(SEQ(A+, NOT C, B))+")).plan
     assert "pending" in plan.path
     assert plan.guarded == (((0, 1), 0),)
+
+
+
+@pytest.mark.parametrize("semantics", [ANY, NEXT, CONT])
+def test_an_optional_sub_pattern_is_sugar_for_a_disjunction(semantics: str) -> None:
+    # SEQ(P1?, P2) = SEQ(P1, P2) OR P2 (Appendix C)
+    events = "a1 b2 a3 c4 b5"
+    assert count("SEQ(A?, B)", semantics, events) == \
+        count("SEQ(A, B) OR B", semantics, events)
+    assert count("SEQ(A, C?, B)", semantics, events) == \
+        count("SEQ(A, C, B) OR SEQ(A, B)", semantics, events)

@@ -58,7 +58,7 @@ class Seq2:
 
 def nullable(node: Any) -> bool:
     if isinstance(node, Plus):
-        return node.op == "*" or nullable(node.inner)
+        return node.op in ("*", "?") or nullable(node.inner)
     if isinstance(node, Seq):
         return all(nullable(i) for i in node.items)
     if isinstance(node, Or):
@@ -82,6 +82,7 @@ patterns = st.recursive(
         inner.map(Plus),
         inner.map(Plus),
         inner.map(lambda p: Plus(p, "*")),
+        inner.map(lambda p: Plus(p, "?")),
         st.lists(inner, min_size=2, max_size=2).map(Or),
         st.tuples(inner, inner, st.sampled_from("BCD")).map(negated_seq),
     ),
@@ -110,7 +111,8 @@ def pattern_text(node: Any, names: list[str], aliased: bool, kleene: list[str],
                                  for i in node.items) + ")"
     inner = pattern_text(node.inner, names, aliased, kleene, negated)
     if isinstance(node.inner, Leaf):
-        kleene.append(names[-1])
+        if node.op != "?":
+            kleene.append(names[-1])
         return f"{inner}{node.op}"
     return f"({inner}){node.op}"
 
