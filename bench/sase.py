@@ -14,11 +14,26 @@ P = p1 (True), p2 (``a[i].price > a[i-1].price``), p3 (``a[i].price > min(a[..i-
 under each selection strategy; W is ``--window`` events per partition (§6: W = T·C·p).
 
 Printed per query: events processed (each query gets ``--budget`` seconds, as the expensive
-ones cannot finish a million events in Python), events/s, matches, peak live partial matches.
-Then run merging against separate runs for the skip-till-next-match queries, the backtracking
-baseline (§5.2.3) against the NFA^b on the same ``--baseline-events``
-prefix, with the ratio and a check that both found the same matches, and the peak RSS.
-Numbers only; nothing here asserts a speed.
+ones cannot finish a million events in Python), events/s, matches, event ids output per input
+event, peak live partial matches. Then run merging against separate runs for the
+skip-till-next-match queries, the backtracking baseline (§5.2.3) against the NFA^b on the same
+``--baseline-events`` prefix, with the ratio and a check that both found the same matches, and
+the peak RSS.
+
+Query 3 under skip-till-next-match is output-bound on this stream, and on §6's as well: its
+ignore edge is ¬take (§3.2 Step 3), so a run lives until the window closes, and at every event
+whose volume dropped below 80% of the last one (about 40% of them) each live run of the
+partition emits a match listing every ``a[]`` event so far. With 1% of the events opening a
+run and 1,800 events per symbol and hour, that is ~7 matches and ~2,000 event ids per input
+event, whatever the engine; with §6's exact volume range [1, 1000] no run opens at all. The
+``ids/event`` column shows it.
+
+Last, skip-till-any-match with the §6 partition windows (500 and 2,000 events): a pattern the
+Kolchinsky-Schuster model expresses, ``SEQ(Stock a, Stock b, Stock c)`` with ``[symbol]``,
+runs on the NFA^b, on cost-based plans (DP-B, DP-LD: the operator's own path, see
+``situflow.nfa.planned``) and on the TRIVIAL/EFREQ plans, and through the backtracking
+baseline, on the same ``--any-events`` prefix; every engine must find the same matches
+(checked) and the ratios come from this run. Numbers only; nothing here asserts a speed.
 """
 
 from __future__ import annotations
@@ -69,25 +84,65 @@ def stock_stream(n: int, seed: int, p_up: float, symbols: int = 2) -> EventBatch
     return EventBatch(columns, seq.copy(), seq, seq.copy(), np.full(n, "Stock", dtype=object))
 
 
+ANY_MATCH = ("PATTERN SEQ(Stock a, Stock b, Stock c) WHERE skip_till_any_match(a, b, c) {{ "
+             "[symbol] AND a.mark = 0 AND b.price > a.price AND b.volume > 990 AND "
+             "c.volume < 5 }} WITHIN {window} seconds")
+PLANS = (None, "DP-B", "DP-LD", "TRIVIAL", "EFREQ")
+
+
 def template(strategy: str, iteration: str, window_seconds: int) -> str:
     return (f"PATTERN SEQ(Stock+ a[], Stock b) WHERE {strategy}(a[], b) {{ [symbol] AND "
             f"a[1].mark = 0{iteration} AND b.volume < 150 }} WITHIN {window_seconds} seconds")
 
 
 def run_nfa(text: str, stream: EventBatch, budget: float, limit: int | None = None,
-            merge_runs: bool = True) -> tuple[int, float, int, int]:
-    """(events processed, seconds, matches, peak live partial matches) within ``budget``."""
+            merge_runs: bool = True) -> tuple[int, float, int, int, int]:
+    """(events processed, seconds, matches, event ids in them, peak live partial matches)
+    within ``budget``."""
     op = compile(text).operator(merge_runs=merge_runs)
     n = len(stream) if limit is None else min(limit, len(stream))
-    matches = peak = done = 0
+    matches = ids = peak = done = 0
     started = time.perf_counter()
     while done < n and time.perf_counter() - started < budget:
         batch = stream.slice(done, min(done + BATCH, n))
-        matches += len(op.process(batch))
+        found = op.process(batch)
+        matches += len(found)
+        ids += sum(len(v) for m in found for v in m.bindings.values())
         done += len(batch)
         peak = max(peak, op.live_partial_matches())
     matches += len(op.finish())
-    return done, time.perf_counter() - started, matches, peak
+    return done, time.perf_counter() - started, matches, ids, peak
+
+
+def any_match(stream: EventBatch, windows: tuple[int, ...]) -> None:
+    """Skip-till-any-match: NFA^b, plans and the backtracking baseline on one prefix."""
+    n = len(stream)
+    print(f"\nskip till any match, SEQ(Stock a, Stock b, Stock c), first {n:,} events")
+    print(f"{'W (events)':>10} {'engine':<14} {'events/s':>12} {'matches':>9} {'vs backtrack':>13}"
+          f" {'same':>5}")
+    for w in windows:
+        text = ANY_MATCH.format(window=2 * w)  # two symbols, one event per second
+        rates: dict[str, float] = {}
+        found: dict[str, list[str]] = {}
+        for plan in PLANS:
+            compiled = compile(text, plan=plan)
+            op = compiled.operator()
+            started = time.perf_counter()
+            out = op.process(stream) + op.finish()
+            name = plan or "NFA^b"
+            rates[name] = n / (time.perf_counter() - started)
+            found[name] = sorted(str(m.bindings) for m in out)
+        matcher = BacktrackMatcher(compile(text, plan=None).automaton)
+        started = time.perf_counter()
+        baseline = sorted(map(str, matcher.run(stream)))
+        backtrack = n / (time.perf_counter() - started)
+        for name, rate in rates.items():
+            print(f"{w:>10,} {name:<14} {rate:>12,.0f} {len(found[name]):>9,} "
+                  f"{rate / backtrack:>12.1f}x {found[name] == baseline!s:>5}")
+        print(f"{w:>10,} {'backtracking':<14} {backtrack:>12,.0f} {len(baseline):>9,}")
+        print(f"{'':>10} DP-B / TRIVIAL {rates['DP-B'] / rates['TRIVIAL']:.2f}, "
+              f"DP-LD / TRIVIAL {rates['DP-LD'] / rates['TRIVIAL']:.2f}, "
+              f"DP-B / EFREQ {rates['DP-B'] / rates['EFREQ']:.2f}")
 
 
 def main() -> None:
@@ -99,6 +154,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=20.0, help="seconds per query")
     parser.add_argument("--baseline-events", type=int, default=20_000)
     parser.add_argument("--merge-events", type=int, default=200_000)
+    parser.add_argument("--any-events", type=int, default=40_000)
     parser.add_argument("--any-window", type=int, default=6,
                         help="W for skip till any match, whose runs grow as 2^W (Cor. 4.3)")
     args = parser.parse_args()
@@ -113,10 +169,12 @@ def main() -> None:
 
     print(f"stream: {args.events:,} events, 2 symbols, p={args.p_up}, W={args.window} events "
           f"(WITHIN {window} seconds; s4: W={args.any_window}), budget {args.budget:g} s per query")
-    print(f"{'query':<20} {'events':>10} {'events/s':>12} {'matches':>12} {'peak runs':>10}")
+    print(f"{'query':<20} {'events':>10} {'events/s':>12} {'matches':>12} {'ids/event':>10}"
+          f" {'peak runs':>10}")
     for name, text in queries.items():
-        done, seconds, matches, peak = run_nfa(text, stream, args.budget)
-        print(f"{name:<20} {done:>10,} {done / seconds:>12,.0f} {matches:>12,} {peak:>10,}")
+        done, seconds, matches, ids, peak = run_nfa(text, stream, args.budget)
+        print(f"{name:<20} {done:>10,} {done / seconds:>12,.0f} {matches:>12,} "
+              f"{ids / done:>10,.1f} {peak:>10,}")
 
     print(f"peak RSS after the NFA^b runs: {peak_rss_mib():,.0f} MiB")
 
@@ -126,8 +184,8 @@ def main() -> None:
     for name, text in queries.items():
         if not name.endswith("s3"):
             continue
-        done, merged, _, _ = run_nfa(text, stream, args.budget, limit)
-        done_separate, separate, _, _ = run_nfa(text, stream, args.budget, limit, False)
+        done, merged, _, _, _ = run_nfa(text, stream, args.budget, limit)
+        done_separate, separate, _, _, _ = run_nfa(text, stream, args.budget, limit, False)
         print(f"{name:<20} {done / merged:>12,.0f} {done_separate / separate:>14,.0f} "
               f"{(done / merged) / (done_separate / separate):>6.2f}")
 
@@ -153,6 +211,8 @@ def main() -> None:
 
     print(f"\npeak RSS after the baseline (both engines' matches held to compare them): "
           f"{peak_rss_mib():,.0f} MiB")
+
+    any_match(stream.slice(0, args.any_events), (500, 2000))
 
 
 def peak_rss_mib() -> float:

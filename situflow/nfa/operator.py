@@ -35,7 +35,7 @@ from situflow.events import EventBatch
 from situflow.nfa.automaton import Automaton, ComponentProgram, StateKind
 from situflow.nfa.matches import MatchEnv, json_value
 from situflow.nfa.runs import Member, Run, merge_equivalent
-from situflow.nfa.sharedbuffer import Event, Node, retrieve
+from situflow.nfa.sharedbuffer import Event, Node, match_history, retrieve
 from situflow.nfa.transitions import MISSING, Env, Prepared, moves, prepare
 from situflow.nfa.versions import Dewey
 from situflow.results import Match
@@ -51,6 +51,16 @@ class _Pending:
     node: Node
     key: Any
     alive: bool = True
+
+
+@dataclass(slots=True)
+class _Retrieved:
+    """A match read from the buffer: events and ids per component, and its sort key among
+    the matches one event emits (its events' sequence numbers)."""
+
+    events: list[list[Event]]
+    ids: list[list[Any]]
+    order: tuple[tuple[int, ...], ...]
 
 
 @dataclass(eq=False)
@@ -234,27 +244,26 @@ class NfaOperator:
     def _complete(self, part: _Partition, completed: list[Member], now: int) -> list[Match]:
         a = self.automaton
         trailing = any(g.before is None for g in a.negations)
-        found: list[tuple[Node, list[list[Event]]]] = []
+        found: list[_Retrieved] = []
         for m in completed:
-            events = retrieve(m.node, len(a.components))
-            if self._negated(part, events):
+            match = self._retrieve(m.node)
+            if self._negated(part, match.events):
                 continue
             if trailing:
-                pending = _Pending(events[0][0].ts + a.window, m.node, part.key)
+                pending = _Pending(match.events[0][0].ts + a.window, m.node, part.key)
                 part.pending.append(pending)
                 self._counter += 1
-                heapq.heappush(self._heap, (pending.deadline, _order(events), self._counter,
+                heapq.heappush(self._heap, (pending.deadline, match.order, self._counter,
                                             pending))
                 continue
-            found.append((m.node, events))
+            found.append(match)
         if a.consume and found:
             # Non-overlap format: one match per partition, then every other run is pruned.
             # The latest-starting (shortest) match wins, as in the paper's Expt. 4.
-            found = [min(found, key=lambda f: (-f[1][0][0].seq, sum(map(len, f[1])),
-                                              _order(f[1])))]
+            found = [min(found, key=lambda f: (-f.events[0][0].seq, sum(map(len, f.events)),
+                                              f.order))]
             part.runs = []
-        return [self._result(events, part.key, now, (1, 0, _order(events)))
-                for _, events in found]
+        return [self._result(match, part.key, now, (1, 0, match.order)) for match in found]
 
     def _negated(self, part: _Partition, events: list[list[Event]]) -> bool:
         a = self.automaton
@@ -295,21 +304,32 @@ class NfaOperator:
             deadline, order, _, pending = heapq.heappop(self._heap)
             if pending.alive:
                 pending.alive = False
-                events = retrieve(pending.node, len(self.automaton.components))
-                out.append(self._result(events, pending.key, now, (0, deadline, order)))
+                match = self._retrieve(pending.node)
+                out.append(self._result(match, pending.key, now, (0, deadline, order)))
         return out
 
-    def _result(self, events: list[list[Event]], key: Any, now: int,
-                order: tuple[Any, ...]) -> Match:
+    def _retrieve(self, node: Node) -> _Retrieved:
+        """The match ending at ``node`` from the shared buffer (§5.1), per component."""
+        (events, _, ids, seqs), spans = match_history(node, len(self.automaton.components))
+        per_events = [events[i:j] for i, j in spans]
+        per_ids = [ids[i:j] for i, j in spans]
+        per_seqs = [seqs[i:j] for i, j in spans]
+        last = node.component
+        per_events[last].append(node.event)
+        per_ids[last].append(node.event.id)
+        per_seqs[last].append(node.event.seq)
+        return _Retrieved(per_events, per_ids, tuple(map(tuple, per_seqs)))
+
+    def _result(self, match: _Retrieved, key: Any, now: int, order: tuple[Any, ...]) -> Match:
         a = self.automaton
-        env = MatchEnv(events)
+        env = MatchEnv(match.events)
         return Match(
             query=self.name,
             key=list(key) if isinstance(key, tuple) else json_value(key),
-            ts=events[-1][-1].ts,
+            ts=match.events[-1][-1].ts,
             emitted_at=now,
             values={name: json_value(f(env)) for name, f in a.returns},
-            bindings={c.var: [e.id for e in events[c.index]] for c in a.components},
+            bindings={c.var: match.ids[c.index] for c in a.components},
             order=order,
         )
 
@@ -438,8 +458,8 @@ class NfaOperator:
             part = op.partitions.setdefault(key, _Partition(key, len(automaton.negations)))
             part.pending.append(pending)
             op._counter += 1
-            matched = retrieve(pending.node, len(automaton.components))
-            heapq.heappush(op._heap, (deadline, _order(matched), op._counter, pending))
+            heapq.heappush(op._heap, (deadline, op._retrieve(pending.node).order, op._counter,
+                                      pending))
         return op
 
 
@@ -447,9 +467,6 @@ def _same(version: Dewey) -> Dewey:
     return version
 
 
-def _order(events: list[list[Event]]) -> tuple[tuple[int, ...], ...]:
-    """Sort key of a match among those one event emits: its events' sequence numbers."""
-    return tuple(tuple([e.seq for e in per]) for per in events)
 
 
 def _encode(x: Any) -> Any:

@@ -3,7 +3,10 @@
 ``compile(text, options)`` parses and validates the SASE+ text (:mod:`situflow.lang.sase`),
 builds the automaton (:mod:`situflow.nfa.compiler`) and returns an immutable
 :class:`SaseCompiledQuery` that makes operators for any number of partitions and restores them
-from snapshots.
+from snapshots. A query the Kolchinsky-Schuster pattern model can express (skip-till-any-match,
+unary and pairwise conditions, negation, Kleene plus without iteration predicates; see
+:mod:`situflow.nfa.planned`) runs on a cost-based plan; every other one on NFA^b. Both give the
+same results; ``describe()`` names the engine and, for a plan, the plan and its cost.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from situflow.lang import sase
 from situflow.nfa.automaton import Automaton
 from situflow.nfa.compiler import compile_automaton
 from situflow.nfa.operator import NfaOperator
+from situflow.nfa.planned import DEFAULT_ALGORITHM, PlannedOperator, PlannedQuery, translate
 from situflow.operator import QueryOptions
 
 
@@ -27,27 +31,51 @@ class SaseCompiledQuery:
     query_id: str
     ast: sase.SaseQuery
     automaton: Automaton
+    # The cost-based plan setup, or None when NFA^b evaluates the query.
+    planned: PlannedQuery | None = None
+    # Why NFA^b evaluates the query (empty when it is planned).
+    unplanned_reason: str = ""
 
     def canonical(self) -> str:
         return sase.canonical(self.ast)
 
     def describe(self) -> str:
-        return f"{self.canonical()}\n{self.automaton.describe()}"
+        if self.planned is not None:
+            return f"{self.canonical()}\n{self.planned.initial_plan_text()}"
+        reason = f" ({self.unplanned_reason})" if self.unplanned_reason else ""
+        return f"{self.canonical()}\nevaluation: NFA^b{reason}\n{self.automaton.describe()}"
 
-    def operator(self, merge_runs: bool = True) -> NfaOperator:
+    def operator(self, merge_runs: bool = True) -> NfaOperator | PlannedOperator:
+        if self.planned is not None:
+            return PlannedOperator(self.automaton, self.planned, self.name)
         return NfaOperator(self.automaton, self.name, merge_runs)
 
-    def restore(self, snapshot: dict[str, Any]) -> NfaOperator:
+    def restore(self, snapshot: dict[str, Any]) -> NfaOperator | PlannedOperator:
         if snapshot.get("query_id", self.query_id) != self.query_id:
             raise StateError("the snapshot belongs to another query; start this one afresh")
+        if self.planned is not None:
+            return PlannedOperator.restore(self.automaton, self.planned, self.name, snapshot)
         return NfaOperator.restore(self.automaton, self.name, snapshot)
 
 
-def compile(text: str, options: QueryOptions | None = None) -> SaseCompiledQuery:
-    """Parse, validate and compile a SASE+ query; errors are located ``QueryError``s."""
+def compile(text: str, options: QueryOptions | None = None, *,
+            plan: str | None = DEFAULT_ALGORITHM, check_every: int = 1000) -> SaseCompiledQuery:
+    """Parse, validate and compile a SASE+ query; errors are located ``QueryError``s.
+
+    ``plan`` names the plan generator (:data:`situflow.plan.GENERATORS`) for queries the
+    pattern model expresses, ``None`` forces NFA^b; ``check_every`` is how many events pass
+    between drift tests of the adaptive evaluator.
+    """
     options = options or QueryOptions()
     query = sase.parse_and_validate(text, options.type_field)
     canonical = sase.canonical(query)
     query_id = hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
-    return SaseCompiledQuery("sase", options.name, query_id, query,
-                             compile_automaton(query, options.time_unit))
+    automaton = compile_automaton(query, options.time_unit)
+    if plan is None:
+        return SaseCompiledQuery("sase", options.name, query_id, query, automaton,
+                                 unplanned_reason="plans switched off")
+    planned = translate(query, automaton, plan, check_every)
+    if isinstance(planned, str):
+        return SaseCompiledQuery("sase", options.name, query_id, query, automaton,
+                                 unplanned_reason=planned)
+    return SaseCompiledQuery("sase", options.name, query_id, query, automaton, planned)

@@ -31,31 +31,78 @@ class Event:
 
 
 class Node:
-    """One selected event in one run's history."""
+    """One selected event in one run's history.
 
-    __slots__ = ("component", "event", "pred")
+    ``history`` optionally caches the node's history as :class:`History` (see
+    :func:`history`); it is derived data, never part of a snapshot.
+    """
+
+    __slots__ = ("component", "event", "history", "pred")
 
     def __init__(self, event: Event, component: int, pred: Node | None):
         self.event = event
         self.component = component
         self.pred = pred
+        self.history: History | None = None
+
+
+# A chain of selected events, oldest first: the events, their components, ids and sequence
+# numbers as parallel lists.
+History = tuple[list[Event], list[int], list[Any], list[int]]
+
+
+def history(node: Node) -> History:
+    """The chain of events ending at ``node``, oldest first, cached on ``node``.
+
+    Output is the cost that cannot be shared (§4: linear in the match length), so the walk does
+    the least Python work per event: it stops at the nearest ancestor whose history is cached,
+    takes that cache over (the ancestor loses it) and extends it in place with the nodes
+    walked. A run that keeps extending one Kleene component (Query 3's ``a[]`` under
+    skip-till-next-match emits a match at most events) thus walks only the nodes added since
+    its previous match, and at most one cache per branch is alive. Callers copy what they keep.
+    """
+    walked: list[Node] = []
+    append = walked.append
+    current: Node | None = node
+    while current is not None and current.history is None:
+        append(current)
+        current = current.pred
+    if not walked:
+        assert node.history is not None
+        return node.history
+    walked.reverse()
+    new = [n.event for n in walked]
+    if current is None:
+        found: History = (new, [n.component for n in walked], [e.id for e in new],
+                          [e.seq for e in new])
+    else:
+        assert current.history is not None
+        found, current.history = current.history, None
+        events, kinds, ids, seqs = found
+        events += new
+        kinds += [n.component for n in walked]
+        ids += [e.id for e in new]
+        seqs += [e.seq for e in new]
+    node.history = found
+    return found
+
+
+def match_history(node: Node, components: int) -> tuple[History, list[tuple[int, int]]]:
+    """The history of the match ending at ``node`` without ``node`` itself, and per component
+    its ``(start, stop)`` in it; ``node``'s event follows ``stop`` of its component. The cache
+    goes to ``node.pred``, which the run's later matches share."""
+    if node.pred is None:
+        found: History = ([], [], [], [])
+    else:
+        found = history(node.pred)
+    kinds = found[1]
+    c = [0, *(bisect_right(kinds, k) for k in range(components))]
+    return found, [(c[k], c[k + 1]) for k in range(components)]
 
 
 def retrieve(node: Node, components: int) -> list[list[Event]]:
-    """The events of the match ending at ``node``, per positive component, in order.
-
-    Output is the cost that cannot be shared (§4: linear in the match length), so the walk does
-    the least Python work per event: collect the chain, then cut it where the component changes
-    (components are in pattern order along any chain).
-    """
-    chain: list[Node] = []
-    append = chain.append
-    current: Node | None = node
-    while current is not None:
-        append(current)
-        current = current.pred
-    chain.reverse()
-    events = [n.event for n in chain]
-    kinds = [n.component for n in chain]
-    cuts = [0, *(bisect_right(kinds, k) for k in range(components))]
-    return [events[cuts[k]:cuts[k + 1]] for k in range(components)]
+    """The events of the match ending at ``node``, per positive component, in order."""
+    (events, _, _, _), spans = match_history(node, components)
+    out = [events[i:j] for i, j in spans]
+    out[node.component].append(node.event)
+    return out

@@ -78,6 +78,32 @@ class Prepared:
 
 def prepare(a: Automaton, batch: EventBatch) -> Prepared:
     n = len(batch)
+    begin, take, negative = edge_masks(a, batch)
+    opens = begin[0].copy()
+    for m in negative:
+        opens |= m
+    relevant = opens.copy()
+    for m in (*begin[1:], *(t for t in take if t is not None)):
+        relevant |= m
+    return Prepared(
+        begin=[m.tolist() for m in begin],
+        take=[m.tolist() if m is not None else None for m in take],
+        negative=[m.tolist() for m in negative],
+        relevant=relevant.tolist(),
+        opens=opens.tolist(),
+        keys=partition_keys(a, batch, n),
+        rows=[batch.column(attr).tolist() for attr in a.attributes],
+        ts=batch.ts.tolist(),
+        seq=batch.seq.tolist(),
+        ids=batch.ids.tolist(),
+    )
+
+
+def edge_masks(a: Automaton, batch: EventBatch
+               ) -> tuple[list[np.ndarray], list[np.ndarray | None], list[np.ndarray]]:
+    """Per component the events its begin and take edges may select, judged by the event
+    type and the conjuncts on the event alone, and per negation its candidates."""
+    n = len(batch)
     cols = _Columns(batch)
     types = batch.types
 
@@ -94,27 +120,11 @@ def prepare(a: Automaton, batch: EventBatch) -> Prepared:
     begin = [mask(c.begin.event_type, c.begin.vector) for c in a.components]
     take = [mask(c.take.event_type, c.take.vector) if c.take else None for c in a.components]
     negative = [mask(g.type_name, g.vector) for g in a.negations]
-    opens = begin[0].copy()
-    for m in negative:
-        opens |= m
-    relevant = opens.copy()
-    for m in (*begin[1:], *(t for t in take if t is not None)):
-        relevant |= m
-    return Prepared(
-        begin=[m.tolist() for m in begin],
-        take=[m.tolist() if m is not None else None for m in take],
-        negative=[m.tolist() for m in negative],
-        relevant=relevant.tolist(),
-        opens=opens.tolist(),
-        keys=_keys(a, batch, n),
-        rows=[batch.column(attr).tolist() for attr in a.attributes],
-        ts=batch.ts.tolist(),
-        seq=batch.seq.tolist(),
-        ids=batch.ids.tolist(),
-    )
+    return begin, take, negative
 
 
-def _keys(a: Automaton, batch: EventBatch, n: int) -> list[Any]:
+def partition_keys(a: Automaton, batch: EventBatch, n: int) -> list[Any]:
+    """Each event's partition key (``None`` unpartitioned, :data:`MISSING` without one)."""
     attrs = a.partition_attributes
     if not attrs:
         return [None] * n

@@ -106,6 +106,10 @@ class AdaptiveEvaluator:
     def flush(self) -> list[Match]:
         return self._evaluator.flush()
 
+    def state_size(self) -> int:
+        """Partial matches and buffered events of the current plan's evaluator."""
+        return self._evaluator.state_size()
+
     def replan(self) -> bool:
         """Re-plan if the measured statistics drifted; whether the plan changed."""
         measured = self.collector.snapshot()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from situflow.nfa.sharedbuffer import retrieve
+from situflow.nfa.sharedbuffer import Event, Node, retrieve
 from situflow.nfa.versions import Dewey
 from tests.nfa.harness import QUERY3, Harness, figure3
 from tests.nfa.harness import batches as make_batches
@@ -54,3 +54,24 @@ def test_runs_share_the_nodes_of_a_common_prefix():
     [r1_run] = [r for r in op.partitions["GOOG"].runs if str(r.members[0].version) == "1.0"]
     e6 = r1_run.members[0].node
     assert e6.event.id == "e6" and e6.pred is not None and e6.pred.event.id == "e5"
+
+
+def test_cached_histories_give_the_walk_on_every_branch():
+    # A trunk e0..e5 of component 0 with branches at e2 and e4, retrieved in an order that
+    # creates, reuses and drops caches; each answer equals the uncached walk.
+    def walk(node: Node | None) -> list[list[str]]:
+        chain = []
+        while node is not None:
+            chain.append(node.event)
+            node = node.pred
+        return [[e.id for e in reversed(chain) if e.seq < 10], [e.id for e in reversed(chain)
+                                                                 if e.seq >= 10]]
+
+    trunk: list[Node] = []
+    for i in range(6):
+        trunk.append(Node(Event(i, f"e{i}", i, ()), 0, trunk[-1] if trunk else None))
+    leaves = [Node(Event(10 + k, f"b{k}", 10 + k, ()), 1, trunk[k]) for k in range(6)]
+    branch = Node(Event(7, "x7", 7, ()), 0, trunk[2])
+    leaves.append(Node(Event(20, "b20", 20, ()), 1, branch))
+    for k in [3, 5, 6, 1, 5, 0, 6, 4, 2]:
+        assert [[e.id for e in per] for per in retrieve(leaves[k], 2)] == walk(leaves[k])
