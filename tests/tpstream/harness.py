@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from situflow.events import EventBatch
 from situflow.operator import QueryOptions
 from situflow.tpstream.query import TPStreamQuery, compile
@@ -24,12 +26,9 @@ def run(q: TPStreamQuery | str, events: list[dict[str, Any]], batch_size: int = 
 
 
 def batch_of(events: list[dict[str, Any]], start: int, stop: int) -> EventBatch:
-    import numpy as np
-    import pyarrow as pa
-
+    """Events ``start:stop`` as a batch whose sequence numbers are their list positions."""
     part = events[start:stop]
-    seq = np.arange(start, start + len(part), dtype=np.int64)
-    return EventBatch.from_arrow(pa.Table.from_pylist(part), seq=seq)
+    return EventBatch.from_records(part, seq=np.arange(start, start + len(part), dtype=np.int64))
 
 
 def from_intervals(intervals: dict[str, list[tuple[int, int]]], until: int) -> list[dict]:
