@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from situflow.errors import ParseError
 from situflow.lang.tokens import T, tokenize
@@ -37,3 +38,15 @@ def compile_query(text: str, options: QueryOptions | None = None) -> CompiledQue
     module = importlib.import_module(detect_language(text))
     compiled: CompiledQuery = module.compile(text, options or QueryOptions())
     return compiled
+
+
+def partition_attributes(query: CompiledQuery) -> tuple[str, ...]:
+    """The attributes that split ``query``'s stream into independent partitions: TPStream's
+    ``PARTITION BY``, SASE+'s ``[attr]`` tests and ``PARTITION BY``, COGRA's equivalence
+    predicates and ``GROUP-BY``. Events that differ in one of them never meet in a result."""
+    compiled: Any = query
+    if query.language == "tpstream":
+        return tuple(compiled.partition_by)
+    if query.language == "sase":
+        return tuple(compiled.ast.partition_attrs)
+    return tuple(compiled.plan.partition_attrs)

@@ -49,6 +49,12 @@ DLQ_TOPIC_HEADER = "situflow.source.topic"
 DLQ_PARTITION_HEADER = "situflow.source.partition"
 DLQ_OFFSET_HEADER = "situflow.source.offset"
 
+#: Column K-slack adds to ``<stream>.ordered``: the event's input position, ``offset << 20 | row``
+#: (row within an Arrow message, 0 for JSON). With the event time it orders a key's events
+#: strictly, so a service recognises events it has already seen after a redelivery.
+SEQ_FIELD = "_situflow_seq"
+ROW_BITS = 20
+
 # Kafka's rule for topic names: at most 249 of these characters, and not "." or "..".
 _LEGAL_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 

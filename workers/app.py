@@ -10,6 +10,11 @@ The Faust settings encode measured broker behaviour (see :mod:`workers.broker`):
   ListOffsets(latest) wrongly after a multi-record batch, which makes changelog recovery abort
   with ``ConsistencyError``. ``recovery_consistency_check`` stays on: turning it off would
   silently lose table updates.
+* ``stream_wait_empty=False``: services acknowledge messages only at checkpoints
+  (:mod:`workers.partitions`), so a rebalance must not wait for every message to be
+  acknowledged; unacknowledged ones are redone by the next owner from the last checkpoint;
+* state values (one checkpoint per partition) may exceed Kafka's default 1 MB record limit:
+  producer requests and the changelog topics allow :data:`MAX_STATE_BYTES`;
 * short session, rebalance and heartbeat timeouts (10 s / 10 s / 1 s by default), so that the
   partitions of a killed worker move to a survivor quickly;
 * the web server (metrics, health) binds to ``SITUFLOW_WEB_BIND`` (default ``127.0.0.1``;
@@ -53,6 +58,8 @@ from workers.settings import KafkaSettings
 
 #: Prometheus' text format; aiohttp refuses a charset parameter in ``content_type``.
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"
+#: Largest checkpoint (state of one partition) a changelog record may hold.
+MAX_STATE_BYTES = 64 * 1024 * 1024
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
@@ -102,6 +109,9 @@ def make_app(app_id: str, config: ServiceConfig) -> faust.App:
         topic_disable_leader=True,
         processing_guarantee="at_least_once",
         producer_max_batch_size=1,
+        producer_max_request_size=MAX_STATE_BYTES,
+        consumer_max_fetch_size=MAX_STATE_BYTES,
+        stream_wait_empty=False,
         broker_session_timeout=config.session_timeout,
         broker_rebalance_timeout=config.session_timeout,
         broker_heartbeat_interval=1.0,
@@ -110,6 +120,12 @@ def make_app(app_id: str, config: ServiceConfig) -> faust.App:
         web_port=config.web_port,
         web_host=config.web_bind,
     )
+
+
+def state_table(app: faust.App, name: str, config: ServiceConfig, help: str) -> Any:
+    """The table of one service's per-partition checkpoints, co-partitioned with its input."""
+    return app.Table(name, default=None, partitions=config.stream.partitions, help=help,
+                     extra_topic_configs={"max.message.bytes": MAX_STATE_BYTES})
 
 
 def _credentials(kafka: KafkaSettings) -> Any:
@@ -134,7 +150,7 @@ class ServiceMetrics:
     every metric carries the ``service`` label, so one dashboard covers all services.
     """
 
-    def __init__(self, app: faust.App, service: str) -> None:
+    def __init__(self, app: faust.App, service: str, inputs: tuple[str, ...] = ()) -> None:
         self.registry = CollectorRegistry()
         labels = ["service", "topic"]
         reg = self.registry
@@ -142,6 +158,10 @@ class ServiceMetrics:
                                    registry=reg).labels
         self.messages_out = Counter("situflow_messages_out", "Messages produced", labels,
                                     registry=reg).labels
+        self.events_in = Counter("situflow_events_in", "Events consumed (an Arrow message holds "
+                                 "many)", labels, registry=reg).labels
+        self.events_out = Counter("situflow_events_out", "Events or results produced", labels,
+                                  registry=reg).labels
         self.dlq = Counter("situflow_dlq_messages", "Messages sent to a dead-letter topic",
                            labels, registry=reg).labels
         self.late = Counter("situflow_late_events", "Events later than the K-slack bound",
@@ -152,21 +172,51 @@ class ServiceMetrics:
         self.open_situations = Gauge("situflow_open_situations",
                                      "Situations open in the operator states of this worker",
                                      ["service"], registry=reg).labels(service)
+        self.partial_matches = Gauge("situflow_partial_matches",
+                                     "Partial matches (NFA runs) in the operator states of this "
+                                     "worker", ["service"], registry=reg).labels(service)
+        self.state_bytes = Gauge("situflow_state_bytes",
+                                 "Size of the last checkpoint of each partition's state",
+                                 ["service", "partition"], registry=reg).labels
+        self.checkpoints = Counter("situflow_checkpoints", "State checkpoints written",
+                                   ["service"], registry=reg).labels(service)
+        self.lag = Gauge("situflow_consumer_lag", "Messages of an input partition not yet "
+                         "consumed (high watermark minus position)",
+                         ["service", "topic", "partition"], registry=reg)
         self.latency = Histogram("situflow_processing_latency_seconds",
                                  "From the input message's Kafka timestamp to its output being "
                                  "sent", ["service"], buckets=LATENCY_BUCKETS,
                                  registry=reg).labels(service)
         self.service = service
+        self.inputs = inputs
         self._app = app
 
         # Faust makes a view class of a page function, so pages are plain functions.
         @app.page("/metrics")
         async def metrics_page(web: View, request: Request) -> Response:
+            await self.update_lag()
             return web.bytes(generate_latest(self.registry), content_type=METRICS_CONTENT_TYPE)
 
         @app.page("/health")
         async def health_page(web: View, request: Request) -> Response:
             return web.json(self.health())
+
+    async def update_lag(self) -> None:
+        """Set the lag gauge of each assigned partition of the input topics (at scrape time)."""
+        consumer = self._app.consumer
+        if consumer is None:
+            return
+        for tp in consumer.assignment():
+            if tp.topic in self.inputs:
+                position = await consumer.position(tp)
+                highwater = consumer.highwater(tp)
+                if position is not None and highwater is not None:
+                    self.lag.labels(self.service, tp.topic, str(tp.partition)).set(
+                        max(0, highwater - position))
+
+    def checkpointed(self, partition: int, size: int) -> None:
+        self.checkpoints.inc()
+        self.state_bytes(self.service, str(partition)).set(size)
 
     def health(self) -> dict[str, Any]:
         """Served with 200 while the worker runs; ``ready`` once it has partitions and its

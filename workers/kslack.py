@@ -1,28 +1,25 @@
 """The K-slack service: raw ``<stream>`` → ``<stream>.ordered`` in event-time order per key.
 
-Reads JSON events (ARCHITECTURE.md transport contract), reorders each partition key's events
-with :class:`situflow.kslack.KSlack` (SEMANTICS.md, K-slack) and writes them, re-encoded with the
-event time normalised to an integer, to the *same partition number* of ``<stream>.ordered``,
-keyed by the partition key (a JSON array of the ``SITUFLOW_KEY_FIELDS`` values), so downstream
-state stays co-partitioned with the input. Events older than what was already released go,
-unchanged, to ``<stream>.late``; messages that do not decode go, unchanged, to ``<stream>.dlq``
-with the reason in the headers. No input stops the service.
+Reads events as JSON (one per message) or Arrow IPC (many per message; ARCHITECTURE.md transport
+contract), reorders each partition key's events with :class:`situflow.kslack.KSlack`
+(SEMANTICS.md, K-slack) and writes them to the *same partition number* of ``<stream>.ordered``
+as Arrow IPC batches, so downstream state stays co-partitioned with the input. Every released
+event carries its input position in the :data:`topics.catalog.SEQ_FIELD` column. Events older
+than what was already released go to ``<stream>.late`` (a JSON message unchanged, the late rows
+of an Arrow message as an Arrow message); messages that do not decode go, unchanged, to
+``<stream>.dlq`` with the reason in the headers. No input stops the service.
 
-State: one K-slack buffer per partition key in the ``buffers`` table (RocksDB, changelogged),
-with the input offset it holds and the output of the key's messages since the last commit.
-After a crash, an input message the state already holds is not buffered twice; its output is
-sent again instead, since it may not have reached the broker (at-least-once: the matcher drops
-the repeats by (event time, input offset)).
+State: per input partition, the K-slack buffers of its keys and the last input offset
+processed, checkpointed to the ``buffers`` table (RocksDB, changelogged) as
+:mod:`workers.partitions` explains. A redelivered message at or before that offset is skipped.
 
 Producers must key input messages so that one partition key stays in one partition (the
 catalog's ``key_fields``): a key seen in two partitions gets two independent buffers.
 
-Idle timeout (SEMANTICS.md: "an idle timeout and the end of input flush the buffer"): a Faust
-table may only change while processing a message of its partition, so a timer writes a *tick*
-to every partition of the internal topic ``<app>-ticks`` (co-partitioned with the input); a
-tick on a partition that saw no input for ``SITUFLOW_IDLE_TIMEOUT`` seconds releases every
-buffered event of that partition. Later events of those keys are then late, as the semantics
-say.
+Idle timeout (SEMANTICS.md: "an idle timeout and the end of input flush the buffer"): a tick on
+a partition that saw no input for ``SITUFLOW_IDLE_TIMEOUT`` seconds, and whose input is all
+consumed, releases every buffered event of that partition. Later events of those keys are then
+late, as the semantics say.
 
 Settings (besides :mod:`workers.app`): ``SITUFLOW_SLACK`` (K, in event-time units; default 0)
 and ``SITUFLOW_IDLE_TIMEOUT`` (seconds; default 5). Run: ``python -m workers.kslack worker``.
@@ -34,19 +31,31 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from faust.types import TP
 
+from situflow.codecs import arrow_events
 from situflow.codecs.errors import InputError
 from situflow.codecs.json_events import decode_event, encode_event
 from situflow.kslack import KSlack
-from topics.catalog import stream_topics
-from workers.app import ServiceConfig, ServiceMetrics, dlq_headers, make_app, message_age
+from topics.catalog import ROW_BITS, SEQ_FIELD, stream_topics
+from workers.app import (
+    ServiceConfig,
+    ServiceMetrics,
+    dlq_headers,
+    make_app,
+    message_age,
+    state_table,
+)
+from workers.partitions import PartitionStates
 
 config = ServiceConfig.from_env("kslack")
 SLACK = int(os.environ.get("SITUFLOW_SLACK", "0"))
 IDLE_TIMEOUT = float(os.environ.get("SITUFLOW_IDLE_TIMEOUT", "5"))
+#: Released events sent as one Arrow message at most; fewer when the input is caught up.
+OUTPUT_BATCH = 8192
 STREAM = config.stream
 if not STREAM.key_fields:
     sys.exit(f"situflow {config.service}: set SITUFLOW_KEY_FIELDS to the partition attributes; "
@@ -54,7 +63,7 @@ if not STREAM.key_fields:
 RAW, ORDERED, LATE, DLQ = (spec.name for spec in stream_topics(STREAM))
 
 app = make_app(f"situflow-kslack-{STREAM.name}", config)
-metrics = ServiceMetrics(app, "kslack")
+metrics = ServiceMetrics(app, "kslack", inputs=(RAW,))
 TICKS = f"{app.conf.id}-ticks"
 
 # internal=True: Faust creates the ticks topic (co-partitioned with the input) before it
@@ -67,18 +76,94 @@ ordered = app.topic(ORDERED, key_serializer="raw", value_serializer="raw")
 late = app.topic(LATE, key_serializer="raw", value_serializer="raw")
 dlq = app.topic(DLQ, key_serializer="raw", value_serializer="raw")
 
-buffers = app.Table("buffers", default=None, partitions=STREAM.partitions,
-                    help="per partition key: K-slack snapshot and the input offset it holds")
-keys_by_partition = app.Table("keys", default=None, partitions=STREAM.partitions,
-                              help="per input partition: the partition keys seen in it")
 
-# Wall-clock bookkeeping for the idle timeout; lost on restart on purpose (a restarted worker
-# waits one full timeout before flushing).
-started = time.monotonic()
-last_input: dict[int, float] = {}
-last_offset: dict[int, int] = {}
-flushed: set[int] = set()
-buffered: dict[str, int] = {}  # per key, for the buffer-size gauge
+@dataclass
+class Buffer:
+    """One input partition: its keys' K-slack buffers of ``[seq, event]`` items."""
+
+    kslack: KSlack[list[Any]]
+    offset: int = -1  # the last input offset processed
+    last_input: float = field(default_factory=time.monotonic)  # for the idle timeout
+    outbox: list[list[Any]] = field(default_factory=list)  # released, not yet sent
+
+
+def load(value: Any) -> Buffer:
+    if value is None:
+        return Buffer(KSlack(SLACK))
+    return Buffer(KSlack.restore(value["kslack"]), value["offset"])
+
+
+def store(buffer: Buffer) -> dict[str, Any]:
+    return {"kslack": buffer.kslack.snapshot(), "offset": buffer.offset}
+
+
+buffers = state_table(app, "buffers", config,
+                      "per input partition: K-slack buffers and the last offset processed")
+states = PartitionStates(app, buffers, load, store, observe=metrics.checkpointed)
+buffered: dict[int, int] = {}  # per partition, for the buffer-size gauge
+
+
+@app.agent(source)
+async def reorder(stream: Any) -> None:
+    manual = stream.noack()
+    async for event in manual.events():
+        message = event.message
+        partition = message.partition
+        if message.topic == TICKS:
+            await manual.ack(event)
+            await on_tick(partition, manual)
+            continue
+        metrics.messages_in("kslack", RAW).inc()
+        buffer = states.get(partition)
+        buffer.last_input = time.monotonic()
+        if message.offset <= buffer.offset:
+            states.hold(partition, event)  # already in the checkpointed buffers
+        else:
+            deliveries = await reorder_message(buffer, event)
+            buffer.offset = message.offset
+            states.changed(partition, buffer, event, deliveries)
+        if len(buffer.outbox) >= OUTPUT_BATCH or manual.channel.empty():
+            states.changed(partition, buffer, deliveries=await send_ordered(partition, buffer))
+        if states.due(partition):
+            await states.checkpoint(partition, manual)
+        set_buffered(partition, buffer.kslack.buffered)
+        metrics.latency.observe(message_age(message, time.time()))
+
+
+async def reorder_message(buffer: Buffer, event: Any) -> list[Any]:
+    """Push the message's events into the buffers; returns the deliveries of what it sent to
+    the late and dead-letter topics (released events wait in the outbox)."""
+    message = event.message
+    try:
+        if event.value is None:
+            raise InputError("empty message (null value)")
+        arrow = arrow_events.is_arrow(message.headers)
+        if arrow:
+            batch = arrow_events.decode_batch(event.value, time_field=STREAM.time_field)
+            records = arrow_events.events_from_batch(batch)
+        else:
+            records = [decode_event(event.value, time_field=STREAM.time_field)]
+        keys = [partition_key(record) for record in records]
+    except InputError as error:
+        metrics.dlq("kslack", DLQ).inc()
+        return [await dlq.send(key=event.key, value=event.value,
+                               headers=dlq_headers(message, error.reason))]
+    metrics.events_in("kslack", RAW).inc(len(records))
+    too_late: list[dict[str, Any]] = []
+    base = message.offset << ROW_BITS
+    for row, (record, key) in enumerate(zip(records, keys, strict=True)):
+        released, late_items = buffer.kslack.push(key, record[STREAM.time_field],
+                                                  [base | row, record])
+        buffer.outbox.extend(released)
+        too_late.extend(record for _, record in late_items)
+    if not too_late:
+        return []
+    metrics.late("kslack", LATE).inc(len(too_late))
+    value = arrow_events.encode_batch(arrow_events.batch_from_events(too_late)) if arrow \
+        else event.value
+    headers = arrow_events.HEADERS if arrow else None
+    return [await late.send(key=event.key, value=value, partition=message.partition,
+                            headers=headers)]
 
 
 def partition_key(event: dict[str, Any]) -> str:
@@ -89,118 +174,39 @@ def partition_key(event: dict[str, Any]) -> str:
     return json.dumps([event[f] for f in STREAM.key_fields], separators=(",", ":"))
 
 
-@app.agent(source)
-async def reorder(stream: Any) -> None:
-    async for event in stream.events():
-        message = event.message
-        if message.topic == TICKS:
-            await flush_if_idle(message.partition)
-            continue
-        metrics.messages_in("kslack", RAW).inc()
-        last_input[message.partition] = time.monotonic()
-        last_offset[message.partition] = message.offset
-        flushed.discard(message.partition)
-        try:
-            if event.value is None:
-                raise InputError("empty message (null value)")
-            record = decode_event(event.value, time_field=STREAM.time_field)
-            key = partition_key(record)
-            encoded = encode_event(record).decode()
-        except InputError as error:
-            metrics.dlq("kslack", DLQ).inc()
-            await dlq.send(key=event.key, value=event.value,
-                           headers=dlq_headers(message, error.reason))
-            continue
-
-        state = buffers.get(key)
-        if state is not None and message.offset <= state["offset"]:
-            await resend(key, event, state["sent"])
-            continue
-        if state is None:
-            await remember_key(message.partition, key)
-        kslack = KSlack.restore(state["kslack"]) if state else KSlack[list[Any]](SLACK)
-        released, too_late = kslack.push(key, record[STREAM.time_field], [message.offset, encoded])
-        await send_ordered(key, message.partition, released)
-        if too_late:
-            await send_late(event)
-        sent = [entry for entry in (state["sent"] if state else [])
-                if entry[0] >= committed_offset(message.partition)]
-        if released or too_late:
-            sent.append([message.offset, released, bool(too_late)])
-        buffers[key] = {"kslack": kslack.snapshot(), "offset": message.offset, "sent": sent}
-        set_buffered(key, kslack.buffered)
-        metrics.latency.observe(message_age(message, time.time()))
+async def send_ordered(partition: int, buffer: Buffer) -> list[Any]:
+    """The outbox, in release order, as one Arrow message to the same partition number (as
+    JSON messages, one per event, if the events' attributes do not fit one Arrow schema)."""
+    released, buffer.outbox = buffer.outbox, []
+    if not released:
+        return []
+    rows = [{**record, SEQ_FIELD: seq} for seq, record in released]
+    messages: list[tuple[bytes, list[tuple[str, bytes]] | None]]
+    try:
+        messages = [(arrow_events.encode_batch(arrow_events.batch_from_events(rows)),
+                     arrow_events.HEADERS)]
+    except InputError:
+        messages = [(encode_event(row), None) for row in rows]
+    deliveries = [await ordered.send(value=value, partition=partition, headers=headers)
+                  for value, headers in messages]
+    metrics.messages_out("kslack", ORDERED).inc(len(messages))
+    metrics.events_out("kslack", ORDERED).inc(len(rows))
+    return deliveries
 
 
-async def resend(key: str, event: Any, sent: list[list[Any]]) -> None:
-    """A message redelivered after a crash: the buffer already holds its event, but what its
-    processing released may not have reached the broker. ``sent`` keeps the output of every
-    message after the committed offset (Faust flushes the producer before it commits), so that
-    output is sent again; the matcher drops the repeats."""
-    for offset, released, was_late in sent:
-        if offset == event.message.offset:
-            await send_ordered(key, event.message.partition, released)
-            if was_late:
-                await send_late(event)
+async def on_tick(partition: int, stream: Any) -> None:
+    """Flush a partition idle long enough; checkpoint it when due."""
+    buffer = states.get(partition)
+    idle = time.monotonic() - buffer.last_input
+    if buffer.kslack.buffered and idle >= IDLE_TIMEOUT and await caught_up(partition, buffer):
+        buffer.outbox.extend(buffer.kslack.finish())
+        states.changed(partition, buffer, deliveries=await send_ordered(partition, buffer))
+    set_buffered(partition, buffer.kslack.buffered)
+    if states.due(partition):
+        await states.checkpoint(partition, stream)
 
 
-def committed_offset(partition: int) -> int:
-    """The input offset Faust last committed for ``partition`` (0 if unknown yet).
-
-    Faust keeps it in ``Consumer._committed_offset`` and has no public accessor; without it
-    ``sent`` entries would be kept until the key's next message, which is still correct.
-    """
-    committed = getattr(app.consumer, "_committed_offset", {}).get(TP(RAW, partition))
-    return int(committed or 0)
-
-
-async def send_late(event: Any) -> None:
-    metrics.late("kslack", LATE).inc()
-    await late.send(key=event.key, value=event.value, partition=event.message.partition)
-
-
-async def remember_key(partition: int, key: str) -> None:
-    known = keys_by_partition.get(partition) or []
-    keys_by_partition[partition] = [*known, key]
-
-
-async def send_ordered(key: str, partition: int, released: list[list[Any]],
-                       wait: bool = False) -> None:
-    """Released events, in order, to the same partition number; the header carries the input
-    offset, which with the event time orders a key's events strictly (for the matcher)."""
-    deliveries = [
-        await ordered.send(key=key.encode(), value=encoded.encode(), partition=partition,
-                           headers=[("situflow.source.offset", str(offset).encode())])
-        for offset, encoded in released
-    ]
-    if wait:
-        for delivery in deliveries:
-            await delivery
-    if released:
-        metrics.messages_out("kslack", ORDERED).inc(len(released))
-
-
-async def flush_if_idle(partition: int) -> None:
-    """Release every buffered event of ``partition`` once its input has been idle long enough."""
-    idle = time.monotonic() - last_input.get(partition, started)
-    if partition in flushed or idle < IDLE_TIMEOUT or not await caught_up(partition):
-        return
-    for key in keys_by_partition.get(partition) or []:
-        state = buffers.get(key)
-        if state is None:
-            continue
-        kslack: KSlack[list[Any]] = KSlack.restore(state["kslack"])
-        if not kslack.buffered:
-            continue
-        # Flushes are rare: wait until the broker has the events before the state says they
-        # are gone (a crash in between re-flushes them when the tick is redelivered).
-        await send_ordered(key, partition, kslack.finish(), wait=True)
-        buffers[key] = {**state, "kslack": kslack.snapshot()}
-        set_buffered(key, 0)
-    flushed.add(partition)
-
-
-async def caught_up(partition: int) -> bool:
+async def caught_up(partition: int, buffer: Buffer) -> bool:
     """Whether no input of ``partition`` waits, fetched or not.
 
     A lagging partition looks idle: the consumer may spend seconds on a large fetch of another
@@ -212,17 +218,16 @@ async def caught_up(partition: int) -> bool:
     position = await app.consumer.position(tp)
     if position is None:
         return False
-    processed = last_offset.get(partition)
     fetched_all = position >= (app.consumer.highwater(tp) or 0)
-    return fetched_all and (processed is None or processed + 1 >= position)
+    return fetched_all and buffer.offset + 1 >= position
 
 
-def set_buffered(key: str, count: int) -> None:
-    metrics.buffered.inc(count - buffered.get(key, 0))
-    buffered[key] = count
+def set_buffered(partition: int, count: int) -> None:
+    metrics.buffered.inc(count - buffered.get(partition, 0))
+    buffered[partition] = count
 
 
-@app.timer(interval=max(IDLE_TIMEOUT / 4, 0.25))
+@app.timer(interval=max(min(IDLE_TIMEOUT / 4, states.interval), 0.25))
 async def tick() -> None:
     """One tick per partition; whichever worker owns the partition acts on it."""
     for partition in range(STREAM.partitions):

@@ -6,7 +6,8 @@
 starts the embedded tansu broker (unless ``KAFKA_BOOTSTRAP_SERVERS`` names a Kafka), creates
 the catalog's topics *before* any service subscribes (tansu would otherwise auto-create them
 with its own partition count, and Faust would stop with PartitionsMismatch), then runs the
-K-slack and matcher services as child processes until Ctrl-C or SIGTERM, and stops everything.
+K-slack service and the query's evaluating service (matcher or trends) as child processes
+until Ctrl-C or SIGTERM, and stops everything.
 
 Each child gets its own data directory, a free web port on 127.0.0.1 (``/metrics``,
 ``/health``) and a log file, and dies with the launcher's thread (``setpriv --pdeathsig``)
@@ -32,13 +33,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
-from topics.catalog import Catalog, QueryOutput, StreamSpec
+from situflow.queries import compile_query
+from topics.catalog import Catalog, QueryOutput, StreamSpec, TopicRole, query_topic
 from topics.create import create_topics
 from workers.broker import EmbeddedBroker, free_port
 from workers.settings import ENV_BOOTSTRAP, KafkaSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SERVICES = ("kslack", "matcher")
+#: The service evaluating each query language, and its output topics.
+EVALUATORS = {"tpstream": ("matcher", TopicRole.MATCHES), "sase": ("matcher", TopicRole.MATCHES),
+              "cogra": ("trends", TopicRole.TRENDS)}
 
 
 class PipelineError(RuntimeError):
@@ -96,8 +100,24 @@ class Pipeline:
         return self.name or self.query_file.stem
 
     @property
+    def language(self) -> str:
+        return compile_query(self.query_file.read_text()).language
+
+    @property
+    def service_names(self) -> tuple[str, ...]:
+        return ("kslack", EVALUATORS[self.language][0])
+
+    @property
+    def output_topic(self) -> str:
+        return query_topic(self._output).name
+
+    @property
+    def _output(self) -> QueryOutput:
+        return QueryOutput(self.query_name, role=EVALUATORS[self.language][1])
+
+    @property
     def catalog(self) -> Catalog:
-        return Catalog(streams=(self.stream,), queries=(QueryOutput(self.query_name),))
+        return Catalog(streams=(self.stream,), queries=(self._output,))
 
     def start(self) -> Self:
         try:
@@ -112,7 +132,7 @@ class Pipeline:
                 self._own_dir = True
             self.work_dir.mkdir(parents=True, exist_ok=True)
             asyncio.run(create_topics(self.kafka, self.catalog.topics()))
-            for name in SERVICES:
+            for name in self.service_names:
                 self.start_service(name)
             self.wait_ready()
         except BaseException:
@@ -166,10 +186,10 @@ class Pipeline:
         }
         return {f"KAFKA_{name}": value for name, value in values.items() if value}
 
-    def wait_ready(self, names: tuple[str, ...] = SERVICES) -> None:
-        """Until every named service reports ready on ``/health``; raises if one exits."""
+    def wait_ready(self) -> None:
+        """Until every service reports ready on ``/health``; raises if one exits."""
         deadline = time.monotonic() + self.ready_timeout
-        waiting = list(names)
+        waiting = list(self.services)
         while waiting:
             for name in list(waiting):
                 service = self.services[name]
@@ -234,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     with pipeline:
         assert pipeline.kafka is not None
         print(f"broker {pipeline.kafka.bootstrap_servers}; produce to {stream.name!r}; "
-              f"results in 'matches.{pipeline.query_name}'")
+              f"results in {pipeline.output_topic!r}")
         for service in pipeline.services.values():
             print(f"{service.name}: {service.url}/metrics  log {service.log_path}")
         try:

@@ -1,0 +1,153 @@
+"""Per-partition state with periodic checkpoints: how every stateful service keeps up with Kafka.
+
+A service owns, for each input partition it is assigned, one piece of operator state (a K-slack
+buffer, a query's operator over every key of the partition). Storing that state in the Faust
+table after every message costs one changelog record per message, which bounds a service to a
+few hundred events per second on a broker that takes one record per produce batch (tansu, see
+:mod:`workers.app`). So, as Kafka Streams does with its record cache and commit interval, the
+state lives in memory and goes to the table at *checkpoints*:
+
+1. a message is processed against the in-memory state and its output is sent at once;
+2. the message is *held*, not acknowledged, so Faust cannot commit its offset yet;
+3. at a checkpoint of partition ``p`` (every ``SITUFLOW_CHECKPOINT_INTERVAL`` seconds, on a
+   message or a tick of ``p``): every output of ``p`` is awaited until the broker has it, the
+   state is written to the table (one changelog record), and only then are the held messages
+   acknowledged, so Faust may commit their offsets (it flushes the producer first).
+
+After a crash the new owner restores the last checkpoint and the input is redelivered from the
+committed offset, which is never past the checkpoint: nothing is lost. Input between the commit
+and the checkpoint is already in the state; the service recognises it by the position the state
+records and skips it. Output sent after the checkpoint is sent again: consumers drop it by its
+deterministic id (at-least-once, ARCHITECTURE.md).
+
+Table writes go to the changelog partition of the *current* Faust event, so a checkpoint of
+``p`` runs only while handling a message or a tick of partition ``p``. Ticks come from an
+internal topic co-partitioned with the input (``<app>-ticks``), one per partition every
+``tick_interval`` seconds; they also let idle partitions checkpoint and commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar, cast
+
+import faust
+
+S = TypeVar("S")
+
+#: Seconds between checkpoints of a partition; the bound on work redone after a crash.
+CHECKPOINT_INTERVAL = float(os.environ.get("SITUFLOW_CHECKPOINT_INTERVAL", "1.0"))
+
+
+@dataclass
+class _Partition(Generic[S]):
+    state: S
+    held: list[Any] = field(default_factory=list)  # processed, not yet acknowledged events
+    deliveries: list[Awaitable[Any]] = field(default_factory=list)  # sent, not yet awaited
+    dirty: bool = False
+    checkpointed_at: float = field(default_factory=time.monotonic)
+
+
+class PartitionStates(Generic[S]):
+    """The in-memory state of each assigned partition, checkpointed to one Faust table.
+
+    ``load`` turns a table value into a state (``None``: the partition has none yet) and
+    ``store`` a state into a table value. Everything is forgotten at a rebalance: held
+    messages are then never acknowledged, so the next owner redoes them from the last
+    checkpoint, which is the state it recovers.
+    """
+
+    def __init__(
+        self,
+        app: faust.App,
+        table: Any,
+        load: Callable[[Any], S],
+        store: Callable[[S], Any],
+        interval: float = CHECKPOINT_INTERVAL,
+        observe: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.table = table
+        self.load = load
+        self.store = store
+        self.interval = interval
+        self.observe = observe  # told (partition, bytes) of every checkpoint written
+        self._parts: dict[int, _Partition[S]] = {}
+        self._generation = 0
+        # (mode's stubs type receivers as a union of callables, which mypy cannot match)
+        cast(Any, app.on_partitions_revoked).connect(self._forget)
+        cast(Any, app.on_partitions_assigned).connect(self._forget)
+
+    def _forget(self, sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
+        self._generation += 1
+        self._parts.clear()
+
+    @property
+    def generation(self) -> int:
+        """Changes at every rebalance: work begun in an older generation must not be kept."""
+        return self._generation
+
+    def get(self, partition: int) -> S:
+        """The partition's state: in memory, or else restored from the table's checkpoint."""
+        part = self._parts.get(partition)
+        if part is None:
+            part = self._parts[partition] = _Partition(self.load(self.table.get(str(partition))))
+        return part.state
+
+    def items(self) -> list[tuple[int, S]]:
+        return [(p, part.state) for p, part in self._parts.items()]
+
+    def changed(self, partition: int, state: S, event: Any | None = None,
+                deliveries: list[Awaitable[Any]] | None = None) -> None:
+        """Record processing of ``partition``: its new state, the event to acknowledge at the
+        next checkpoint and the deliveries of the output sent for it."""
+        part = self._parts.get(partition)
+        if part is None:  # revoked while the event was processed: drop the work
+            return
+        part.state = state
+        part.dirty = True
+        if event is not None:
+            part.held.append(event)
+        if deliveries:
+            part.deliveries.extend(deliveries)
+
+    def hold(self, partition: int, event: Any) -> None:
+        """An event of ``partition`` that changed nothing (a repeat): acknowledge it with the
+        next checkpoint, after the events before it."""
+        part = self._parts.get(partition)
+        if part is not None:
+            part.held.append(event)
+
+    def due(self, partition: int) -> bool:
+        part = self._parts.get(partition)
+        return part is not None and bool(part.held or part.dirty) and \
+            time.monotonic() - part.checkpointed_at >= self.interval
+
+    async def checkpoint(self, partition: int, stream: Any) -> None:
+        """Await the partition's output, store its state, acknowledge its held events.
+
+        Must run while Faust handles a message or tick *of this partition*.
+        """
+        part = self._parts.get(partition)
+        if part is None:
+            return
+        generation = self._generation
+        deliveries, part.deliveries = part.deliveries, []
+        if deliveries:
+            await asyncio.gather(*deliveries)
+        if generation != self._generation:
+            return  # revoked meanwhile: the next owner redoes the work from the checkpoint
+        if part.dirty:
+            value = self.store(part.state)
+            self.table[str(partition)] = value
+            part.dirty = False
+            if self.observe is not None:
+                self.observe(partition, len(json.dumps(value)))
+        held, part.held = part.held, []
+        for event in held:
+            await stream.ack(event)
+        part.checkpointed_at = time.monotonic()
