@@ -3,6 +3,8 @@
     situflow run QUERY_FILE --input EVENTS.jsonl [--output RESULTS.jsonl]
     situflow check QUERY_FILE
     situflow demo [--events N] [--cars N]
+    situflow query submit|list|delete ...   (Kafka: workers/cli.py)
+    situflow topics create ...               (Kafka: workers/cli.py)
 
 Query errors print ``QUERY_FILE:line:col: message`` with the line and a caret, exit code 2.
 Bad input lines are reported with their line number and skipped (a count at the end), unless
@@ -30,6 +32,7 @@ from situflow.queries import compile_query
 
 EXIT_INPUT, EXIT_QUERY = 1, 2
 DEVICES = ("cpu", "opencl", "auto")
+KAFKA_COMMANDS = ("query", "topics")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,7 +72,31 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--cars", type=int, default=2_000)
     demo.add_argument("--show", type=int, default=20, help="print at most this many results")
     demo.set_defaults(command=_demo)
+    _add_kafka_commands(sub)
     return parser
+
+
+def _add_kafka_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The commands of ``workers/cli.py``, which is not part of the core (no Kafka in it)."""
+    repo = Path(__file__).resolve().parents[1]
+    if (repo / "workers" / "cli.py").is_file() and str(repo) not in sys.path:
+        sys.path.append(str(repo))  # an editable install runs from a checkout: use its workers/
+    try:
+        from workers.cli import register
+    except ImportError:
+        for name in KAFKA_COMMANDS:
+            stub = sub.add_parser(name, help="(needs the situflow repository or image)")
+            stub.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+            stub.set_defaults(command=_needs_workers)
+        return
+    register(sub)
+
+
+def _needs_workers(args: argparse.Namespace) -> int:
+    print("situflow: the Kafka commands live in the situflow repository and image (workers/, "
+          "topics/); run them there, with the kafka extra: pip install -e '.[kafka]'",
+          file=sys.stderr)
+    return EXIT_INPUT
 
 
 def _add_stream_options(p: argparse.ArgumentParser) -> None:

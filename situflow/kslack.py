@@ -37,6 +37,7 @@ class KSlack(Generic[E]):
         self.slack = slack
         self._partitions: dict[Hashable, _Partition[E]] = {}
         self._arrivals = 0
+        self._buffered = 0
 
     def push(self, key: Hashable, ts: int, item: E) -> tuple[list[E], list[E]]:
         """Add one item; returns (items released, in order; items that arrived late)."""
@@ -46,6 +47,7 @@ class KSlack(Generic[E]):
         if part.released is not None and ts < part.released:
             return [], [item]
         self._arrivals += 1
+        self._buffered += 1
         heapq.heappush(part.heap, (ts, self._arrivals, item))
         if part.max_seen is None or ts > part.max_seen:
             part.max_seen = ts
@@ -60,20 +62,20 @@ class KSlack(Generic[E]):
         """End of input: release everything, partition by partition."""
         return [e for part in self._partitions.values() for e in self._release(part, None)]
 
-    @staticmethod
-    def _release(part: _Partition[E], bound: int | None) -> list[E]:
+    def _release(self, part: _Partition[E], bound: int | None) -> list[E]:
         out = []
         heap = part.heap
         while heap and (bound is None or heap[0][0] < bound):
             ts, _, item = heapq.heappop(heap)
             part.released = ts
             out.append(item)
+        self._buffered -= len(out)
         return out
 
     @property
     def buffered(self) -> int:
         """Items waiting in all partitions (a gauge for the metrics endpoint)."""
-        return sum(len(p.heap) for p in self._partitions.values())
+        return self._buffered
 
     def snapshot(self, encode: Any = lambda item: item) -> dict[str, Any]:
         """Plain data; ``encode`` turns an item into JSON-able data."""
@@ -94,4 +96,5 @@ class KSlack(Generic[E]):
             ks._partitions[hashable] = _Partition(
                 [(ts, n, decode(item)) for ts, n, item in heap], max_seen, released)
             heapq.heapify(ks._partitions[hashable].heap)
+            ks._buffered += len(heap)
         return ks

@@ -12,7 +12,7 @@ topic                      written by  holds
 ``situations``             deriver     situation *started* / *finished* records
 ``matches.<query>``        matcher     TPStream and SASE+ results of one query
 ``trends.<query>``         trends      COGRA results of one query
-``situflow.queries``       CLI         the query registry: compacted, keyed by query id
+``situflow.queries``       CLI         the query registry: compacted, keyed by query name
 =========================  ==========  ===========================================================
 
 Why these settings: ``<stream>.ordered`` and ``<stream>.late`` have as many partitions as
@@ -277,9 +277,10 @@ def control_topic(replication_factor: int = 1) -> TopicSpec:
     return TopicSpec(
         QUERIES,
         TopicRole.QUERIES,
-        key=MessageSchema("the query id, UTF-8", ("text/plain",)),
+        key=MessageSchema("the query name, UTF-8", ("text/plain",)),
         value=MessageSchema(
-            "JSON object {id, language, text, streams, submitted_at}; null deletes the query"
+            "JSON object {name, language, text, id, source, submitted_at} (topics.registry); "
+            "null deletes the query"
         ),
         partitions=1,
         replication_factor=replication_factor,

@@ -15,6 +15,11 @@ The Faust settings encode measured broker behaviour (see :mod:`workers.broker`):
   acknowledged; unacknowledged ones are redone by the next owner from the last checkpoint;
 * state values (one checkpoint per partition) may exceed Kafka's default 1 MB record limit:
   producer requests and the changelog topics allow :data:`MAX_STATE_BYTES`;
+* a fetch waits at most ``SITUFLOW_FETCH_MAX_WAIT_MS`` (default 20 ms) for data: tansu answers
+  a fetch over several partitions only after a large part of that wait even when one of them
+  has data (measured: 0.55 s at 1.5 s, 2.3 s at 5 s, 5 ms at 50 ms), and Faust hard-codes 1.5 s,
+  which put seconds of latency on every hop. Faust has no setting for it, so
+  :func:`_short_fetch_wait` wraps the consumer's construction;
 * short session, rebalance and heartbeat timeouts (10 s / 10 s / 1 s by default), so that the
   partitions of a killed worker move to a survivor quickly;
 * the web server (metrics, health) binds to ``SITUFLOW_WEB_BIND`` (default ``127.0.0.1``;
@@ -43,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import faust
+from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.web import Request, Response, View
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -58,6 +64,7 @@ from workers.settings import KafkaSettings
 
 #: Prometheus' text format; aiohttp refuses a charset parameter in ``content_type``.
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"
+FETCH_MAX_WAIT_MS = int(os.environ.get("SITUFLOW_FETCH_MAX_WAIT_MS", "20"))
 #: Largest checkpoint (state of one partition) a changelog record may hold.
 MAX_STATE_BYTES = 64 * 1024 * 1024
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -122,9 +129,30 @@ def make_app(app_id: str, config: ServiceConfig) -> faust.App:
     )
 
 
+def _short_fetch_wait() -> None:
+    """Make Faust's worker consumer wait at most ``FETCH_MAX_WAIT_MS`` per fetch (module doc)."""
+    create = AIOKafkaConsumerThread._create_worker_consumer
+    if getattr(create, "situflow_wrapped", False):
+        return
+
+    def create_worker_consumer(self: Any, transport: Any) -> Any:
+        consumer = create(self, transport)
+        consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # read when the consumer starts
+        return consumer
+
+    create_worker_consumer.situflow_wrapped = True  # type: ignore[attr-defined]
+    AIOKafkaConsumerThread._create_worker_consumer = create_worker_consumer  # type: ignore[method-assign]
+
+
+_short_fetch_wait()
+
+
 def state_table(app: faust.App, name: str, config: ServiceConfig, help: str) -> Any:
-    """The table of one service's per-partition checkpoints, co-partitioned with its input."""
+    """The table of one service's per-partition checkpoints, co-partitioned with its input.
+    Values are bytes (JSON that :class:`workers.partitions.PartitionStates` encodes), so a
+    checkpoint is serialised once and its size is known."""
     return app.Table(name, default=None, partitions=config.stream.partitions, help=help,
+                     key_type=str, value_type=bytes,
                      extra_topic_configs={"max.message.bytes": MAX_STATE_BYTES})
 
 
@@ -237,6 +265,14 @@ def dlq_headers(message: Any, reason: str) -> list[tuple[str, bytes]]:
         (DLQ_PARTITION_HEADER, str(message.partition).encode()),
         (DLQ_OFFSET_HEADER, str(message.offset).encode()),
     ]
+
+
+def owned_partitions(app: faust.App, topic: str) -> list[int]:
+    """The partitions of ``topic`` assigned to this worker now."""
+    consumer = app.consumer
+    if consumer is None:
+        return []
+    return sorted(tp.partition for tp in consumer.assignment() if tp.topic == topic)
 
 
 def message_age(message: Any, now: float) -> float:

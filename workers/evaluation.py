@@ -52,6 +52,7 @@ from workers.app import (
     dlq_headers,
     make_app,
     message_age,
+    owned_partitions,
     state_table,
 )
 from workers.partitions import PartitionStates
@@ -190,6 +191,7 @@ def evaluator_app(service: str, languages: Iterable[str],
             message = event.message
             partition = message.partition
             if message.topic == ticks_name:
+                states.tick_arrived(partition)
                 await manual.ack(event)
             else:
                 metrics.messages_in(service, ordered_name).inc()
@@ -293,8 +295,11 @@ def evaluator_app(service: str, languages: Iterable[str],
 
     @app.timer(interval=max(states.interval / 2, 0.25))
     async def tick() -> None:
-        """One tick per partition, so idle partitions checkpoint and commit too."""
-        for partition in range(stream.partitions):
-            await ticks.send(value=b"", partition=partition)
+        """A tick to each partition of this worker with work to checkpoint, so that idle
+        partitions checkpoint and commit too."""
+        now = time.monotonic()
+        for partition in owned_partitions(app, ordered_name):
+            if states.due(partition) and states.want_tick(partition, now):
+                await ticks.send(value=b"", partition=partition)
 
     return app, queries

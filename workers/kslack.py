@@ -27,7 +27,6 @@ and ``SITUFLOW_IDLE_TIMEOUT`` (seconds; default 5). Run: ``python -m workers.ksl
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -47,6 +46,7 @@ from workers.app import (
     dlq_headers,
     make_app,
     message_age,
+    owned_partitions,
     state_table,
 )
 from workers.partitions import PartitionStates
@@ -54,8 +54,11 @@ from workers.partitions import PartitionStates
 config = ServiceConfig.from_env("kslack")
 SLACK = int(os.environ.get("SITUFLOW_SLACK", "0"))
 IDLE_TIMEOUT = float(os.environ.get("SITUFLOW_IDLE_TIMEOUT", "5"))
-#: Released events sent as one Arrow message at most; fewer when the input is caught up.
+#: Released events go out as one Arrow message when this many wait, or when the oldest has
+#: waited ``LINGER`` seconds (a tick sends them when no input comes): few, large messages
+#: under load, low latency otherwise.
 OUTPUT_BATCH = 8192
+LINGER = 0.02
 STREAM = config.stream
 if not STREAM.key_fields:
     sys.exit(f"situflow {config.service}: set SITUFLOW_KEY_FIELDS to the partition attributes; "
@@ -85,6 +88,7 @@ class Buffer:
     offset: int = -1  # the last input offset processed
     last_input: float = field(default_factory=time.monotonic)  # for the idle timeout
     outbox: list[list[Any]] = field(default_factory=list)  # released, not yet sent
+    sent_at: float = field(default_factory=time.monotonic)  # when the outbox was last sent
 
 
 def load(value: Any) -> Buffer:
@@ -110,6 +114,7 @@ async def reorder(stream: Any) -> None:
         message = event.message
         partition = message.partition
         if message.topic == TICKS:
+            states.tick_arrived(partition)
             await manual.ack(event)
             await on_tick(partition, manual)
             continue
@@ -122,7 +127,7 @@ async def reorder(stream: Any) -> None:
             deliveries = await reorder_message(buffer, event)
             buffer.offset = message.offset
             states.changed(partition, buffer, event, deliveries)
-        if len(buffer.outbox) >= OUTPUT_BATCH or manual.channel.empty():
+        if len(buffer.outbox) >= OUTPUT_BATCH or time.monotonic() - buffer.sent_at >= LINGER:
             states.changed(partition, buffer, deliveries=await send_ordered(partition, buffer))
         if states.due(partition):
             await states.checkpoint(partition, manual)
@@ -166,18 +171,19 @@ async def reorder_message(buffer: Buffer, event: Any) -> list[Any]:
                             headers=headers)]
 
 
-def partition_key(event: dict[str, Any]) -> str:
-    """The JSON array of the key fields' values; raises InputError when one is missing."""
-    missing = [f for f in STREAM.key_fields if f not in event]
-    if missing:
-        raise InputError(f"missing partition attribute {missing[0]!r}")
-    return json.dumps([event[f] for f in STREAM.key_fields], separators=(",", ":"))
+def partition_key(event: dict[str, Any]) -> tuple[Any, ...]:
+    """The key fields' values; raises InputError when one is missing."""
+    try:
+        return tuple(event[f] for f in STREAM.key_fields)
+    except KeyError as missing:
+        raise InputError(f"missing partition attribute {missing}") from None
 
 
 async def send_ordered(partition: int, buffer: Buffer) -> list[Any]:
     """The outbox, in release order, as one Arrow message to the same partition number (as
     JSON messages, one per event, if the events' attributes do not fit one Arrow schema)."""
     released, buffer.outbox = buffer.outbox, []
+    buffer.sent_at = time.monotonic()
     if not released:
         return []
     rows = [{**record, SEQ_FIELD: seq} for seq, record in released]
@@ -200,6 +206,7 @@ async def on_tick(partition: int, stream: Any) -> None:
     idle = time.monotonic() - buffer.last_input
     if buffer.kslack.buffered and idle >= IDLE_TIMEOUT and await caught_up(partition, buffer):
         buffer.outbox.extend(buffer.kslack.finish())
+    if buffer.outbox:
         states.changed(partition, buffer, deliveries=await send_ordered(partition, buffer))
     set_buffered(partition, buffer.kslack.buffered)
     if states.due(partition):
@@ -227,11 +234,20 @@ def set_buffered(partition: int, count: int) -> None:
     buffered[partition] = count
 
 
-@app.timer(interval=max(min(IDLE_TIMEOUT / 4, states.interval), 0.25))
+@app.timer(interval=2 * LINGER)
 async def tick() -> None:
-    """One tick per partition; whichever worker owns the partition acts on it."""
-    for partition in range(STREAM.partitions):
-        await ticks.send(value=b"", partition=partition)
+    """A tick to each partition of this worker with work waiting: they bound the time a
+    released event waits in the outbox, and flush and checkpoint idle partitions."""
+    now = time.monotonic()
+    for partition in owned_partitions(app, RAW):
+        if states.loaded(partition) and not states.due(partition):
+            buffer = states.get(partition)
+            lingering = buffer.outbox and now - buffer.sent_at >= LINGER
+            idle = buffer.kslack.buffered and now - buffer.last_input >= IDLE_TIMEOUT
+            if not (lingering or idle):
+                continue
+        if states.want_tick(partition, now):
+            await ticks.send(value=b"", partition=partition)
 
 
 if __name__ == "__main__":

@@ -77,6 +77,7 @@ class PartitionStates(Generic[S]):
         self.interval = interval
         self.observe = observe  # told (partition, bytes) of every checkpoint written
         self._parts: dict[int, _Partition[S]] = {}
+        self._tick_sent: dict[int, float] = {}  # monotonic time, per partition
         self._generation = 0
         # (mode's stubs type receivers as a union of callables, which mypy cannot match)
         cast(Any, app.on_partitions_revoked).connect(self._forget)
@@ -95,7 +96,9 @@ class PartitionStates(Generic[S]):
         """The partition's state: in memory, or else restored from the table's checkpoint."""
         part = self._parts.get(partition)
         if part is None:
-            part = self._parts[partition] = _Partition(self.load(self.table.get(str(partition))))
+            stored = self.table.get(str(partition))
+            state = self.load(None if stored is None else json.loads(stored))
+            part = self._parts[partition] = _Partition(state)
         return part.state
 
     def items(self) -> list[tuple[int, S]]:
@@ -122,6 +125,24 @@ class PartitionStates(Generic[S]):
         if part is not None:
             part.held.append(event)
 
+    def want_tick(self, partition: int, now: float) -> bool:
+        """Whether to send the partition a tick: none is on its way (or the last was sent a
+        second ago and may be lost to a rebalance). A tick waits behind the partition's
+        backlog, so without this the timer would queue many."""
+        sent = self._tick_sent.get(partition)
+        if sent is not None and now - sent < 1.0:
+            return False
+        self._tick_sent[partition] = now
+        return True
+
+    def tick_arrived(self, partition: int) -> None:
+        self._tick_sent.pop(partition, None)
+
+    def loaded(self, partition: int) -> bool:
+        """Whether the partition's state is in memory (it is not after a rebalance until a
+        message or a tick of the partition loads it)."""
+        return partition in self._parts
+
     def due(self, partition: int) -> bool:
         part = self._parts.get(partition)
         return part is not None and bool(part.held or part.dirty) and \
@@ -142,11 +163,11 @@ class PartitionStates(Generic[S]):
         if generation != self._generation:
             return  # revoked meanwhile: the next owner redoes the work from the checkpoint
         if part.dirty:
-            value = self.store(part.state)
+            value = json.dumps(self.store(part.state), separators=(",", ":")).encode()
             self.table[str(partition)] = value
             part.dirty = False
             if self.observe is not None:
-                self.observe(partition, len(json.dumps(value)))
+                self.observe(partition, len(value))
         held, part.held = part.held, []
         for event in held:
             await stream.ack(event)

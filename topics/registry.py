@@ -1,0 +1,362 @@
+"""The query registry: the live queries, kept in the compacted control topic ``situflow.queries``.
+
+One record per query, keyed by the query's name (UTF-8); the value is a JSON object::
+
+    {"name": "aggressive_drivers", "language": "tpstream", "text": "FROM cars ...",
+     "id": "<canonical query id>", "source": "queries/aggressive.tps", "submitted_at": 1700000000000}
+
+``id`` is the compiled query's ``query_id`` (a hash of its canonical text, so a re-submit that
+only changes whitespace keeps it); ``source`` is the file it was submitted from, or null;
+``submitted_at`` is epoch milliseconds. A delete is a tombstone (the name with a null value),
+which compaction eventually turns into nothing. The topic has one partition, so every reader
+sees submits and deletes in the same order (:func:`topics.catalog.control_topic`).
+
+Writers: :func:`submit` compiles the query first, so an invalid query is never written (its
+``QueryError`` reaches the caller, which renders it ``FILE:line:col``), then creates the query's
+output topic (``matches.<name>`` for TPStream and SASE+, ``trends.<name>`` for COGRA) and
+writes the record; :func:`delete` writes the tombstone. Readers: :func:`list_queries` once,
+and :class:`RegistryWatcher` for services, which follow the topic while they run.
+
+Reading "to the end" relies on the broker's ListOffsets(latest) answer. tansu 0.6 answers the
+base offset of the newest record batch + 1, which is only right when that batch holds one record
+(:mod:`workers.broker`). Every write here is one record, sent alone and awaited, so each is its
+own batch and the answer is exact. A batch of several records from another writer makes the
+answer point inside that batch; readers still apply the whole batch before they count as
+synced, because a fetch returns whole batches. ``tests/integration/test_registry.py`` pins both.
+
+The topic name is ``situflow.queries`` unless ``SITUFLOW_QUERIES_TOPIC`` names another (tests,
+or several deployments sharing one Kafka); every function also takes ``topic=`` explicitly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Self
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.structs import ConsumerRecord
+
+from situflow.errors import SituflowError
+from situflow.operator import QueryOptions
+from situflow.queries import compile_query
+from topics.catalog import QUERIES, QueryOutput, TopicRole, TopicSpec, control_topic, query_topic
+from topics.create import create_topics
+from workers.settings import KafkaSettings
+
+ENV_TOPIC = "SITUFLOW_QUERIES_TOPIC"
+
+#: Where each language's results go: sequence patterns emit matches, COGRA emits trends.
+OUTPUT_ROLES: Mapping[str, TopicRole] = MappingProxyType({
+    "tpstream": TopicRole.MATCHES,
+    "sase": TopicRole.MATCHES,
+    "cogra": TopicRole.TRENDS,
+})
+
+_PARTITION = 0  # the control topic has exactly one
+_FIELDS: dict[str, tuple[type, ...]] = {
+    "name": (str,),
+    "language": (str,),
+    "text": (str,),
+    "id": (str,),
+    "source": (str, type(None)),
+    "submitted_at": (int,),
+}
+
+logger = logging.getLogger(__name__)
+
+class RegistryError(SituflowError):
+    """A registry operation that cannot be done; the message says what to do instead."""
+
+
+class InvalidQueryName(RegistryError):
+    """A name that cannot be part of a topic name (the output topic is ``matches.<name>``)."""
+
+
+class QueryNotRegistered(RegistryError):
+    """``delete`` of a name that no live record has."""
+
+
+class RegistryRecordError(RegistryError):
+    """A control-topic record that is no query record (readers log and skip it)."""
+
+
+@dataclass(frozen=True)
+class QueryRecord:
+    """One registered query, as stored in the control topic (see the module doc)."""
+
+    name: str
+    language: str
+    text: str
+    query_id: str
+    submitted_at: int
+    source: str | None = None
+
+    @property
+    def output_topic(self) -> str:
+        """``matches.<name>`` or ``trends.<name>``: where services write this query's results."""
+        return query_topic(QueryOutput(self.name, OUTPUT_ROLES[self.language])).name
+
+
+#: ``on_change(name, record)``: a query was submitted or replaced (``record``) or deleted (None).
+OnChange = Callable[[str, QueryRecord | None], Awaitable[None]]
+
+
+def registry_topic() -> str:
+    """The control topic's name: ``$SITUFLOW_QUERIES_TOPIC``, else ``situflow.queries``."""
+    return os.environ.get(ENV_TOPIC, "").strip() or QUERIES
+
+
+def registry_spec(topic: str | None = None, replication_factor: int = 1) -> TopicSpec:
+    """The catalog's control topic, under ``topic`` (default: :func:`registry_topic`)."""
+    return dataclasses.replace(control_topic(replication_factor), name=topic or registry_topic())
+
+
+def encode_record(record: QueryRecord) -> tuple[bytes, bytes]:
+    """The (key, value) of ``record`` in the control topic."""
+    value = {
+        "name": record.name,
+        "language": record.language,
+        "text": record.text,
+        "id": record.query_id,
+        "source": record.source,
+        "submitted_at": record.submitted_at,
+    }
+    return record.name.encode(), json.dumps(value).encode()
+
+
+def encode_tombstone(name: str) -> tuple[bytes, None]:
+    """The (key, value) that deletes ``name``."""
+    return name.encode(), None
+
+
+def decode_record(key: bytes | None, value: bytes | None) -> tuple[str, QueryRecord | None]:
+    """The name and record of a control-topic message (None for a tombstone).
+
+    Raises :class:`RegistryRecordError` saying what is wrong with anything else.
+    """
+    if key is None:
+        raise RegistryRecordError("record without a key (the key is the query name)")
+    try:
+        name = key.decode()
+    except UnicodeDecodeError:
+        raise RegistryRecordError(f"key {key!r} is not UTF-8") from None
+    if value is None:
+        return name, None
+    try:
+        fields = json.loads(value)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RegistryRecordError(f"query {name!r}: value is not JSON ({exc})") from None
+    if not isinstance(fields, dict):
+        raise RegistryRecordError(f"query {name!r}: value is not a JSON object")
+    for field, types in _FIELDS.items():
+        given = fields.get(field)
+        if not isinstance(given, types) or isinstance(given, bool):
+            raise RegistryRecordError(f"query {name!r}: field {field!r} is missing or mistyped")
+    if fields["name"] != name:
+        raise RegistryRecordError(f"query {name!r}: value names {fields['name']!r}")
+    if fields["language"] not in OUTPUT_ROLES:
+        raise RegistryRecordError(f"query {name!r}: unknown language {fields['language']!r}")
+    return name, QueryRecord(
+        name, fields["language"], fields["text"], fields["id"], fields["submitted_at"],
+        fields["source"],
+    )
+
+
+async def submit(
+    kafka: str | KafkaSettings,
+    text: str,
+    *,
+    name: str,
+    source_path: str | None = None,
+    topic: str | None = None,
+    replication_factor: int = 1,
+) -> QueryRecord:
+    """Validate ``text``, create its output topic, register it as ``name``; return the record.
+
+    A query error (:class:`situflow.errors.QueryError`) propagates before anything is written.
+    Submitting a registered name replaces its query. Returns once the broker acknowledged.
+    """
+    compiled = compile_query(text, QueryOptions(name=name))
+    try:
+        output = QueryOutput(name, OUTPUT_ROLES[compiled.language])
+    except ValueError:
+        raise InvalidQueryName(
+            f"query name {name!r} cannot name a topic: use letters, digits, '.', '_' or '-'"
+        ) from None
+    record = QueryRecord(name, compiled.language, text, compiled.query_id,
+                         time.time_ns() // 1_000_000, source_path)
+    settings, topic = _settings(kafka), topic or registry_topic()
+    await create_topics(settings, [registry_spec(topic, replication_factor),
+                                   query_topic(output, replication_factor)])
+    await _write(settings, topic, *encode_record(record))
+    return record
+
+
+async def delete(
+    kafka: str | KafkaSettings, name: str, *, topic: str | None = None
+) -> QueryRecord:
+    """Unregister ``name`` (a tombstone) and return its last record.
+
+    Raises :class:`QueryNotRegistered` if no live record has that name. The output topic stays:
+    consumers may still be reading it.
+    """
+    settings = _settings(kafka)
+    registered = await list_queries(settings, topic=topic)
+    if name not in registered:
+        listed = ", ".join(sorted(registered)) or "none"
+        raise QueryNotRegistered(f"no query named {name!r} is registered (registered: {listed})")
+    await _write(settings, topic or registry_topic(), *encode_tombstone(name))
+    return registered[name]
+
+
+async def list_queries(
+    kafka: str | KafkaSettings, *, topic: str | None = None
+) -> dict[str, QueryRecord]:
+    """The live queries by name: the control topic read from its beginning to its end.
+
+    Creates the (empty) topic if it is missing, as :meth:`RegistryWatcher.start` does.
+    """
+    async with RegistryWatcher(kafka, topic=topic) as watcher:
+        await watcher.wait_synced()
+        return dict(watcher.queries)
+
+
+async def _write(settings: KafkaSettings, topic: str, key: bytes, value: bytes | None) -> None:
+    # One record per producer and send: each write is its own batch (see the module doc).
+    producer = AIOKafkaProducer(**settings.client_kwargs(), acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value, key=key, partition=_PARTITION)
+    finally:
+        await producer.stop()
+
+
+def _settings(kafka: str | KafkaSettings) -> KafkaSettings:
+    return KafkaSettings(kafka) if isinstance(kafka, str) else kafka
+
+
+class RegistryWatcher:
+    """Follows the control topic and keeps the live queries, for a service that evaluates them.
+
+    It reads with no consumer group, from the beginning, so every instance sees every query::
+
+        async def on_change(name: str, record: QueryRecord | None) -> None:
+            ...  # start, replace (record) or stop (None) evaluating `name`
+
+        async with RegistryWatcher(settings, on_change=on_change) as watcher:
+            await watcher.wait_synced()  # every query registered before start is known
+            ...
+
+    ``on_change`` is awaited in topic order for each change, including those read while
+    catching up, before :meth:`wait_synced` returns; an exception it raises is logged and the
+    watcher goes on. Records that are no query record are logged and skipped. :meth:`start`
+    creates the control topic if it is missing, because a broker that auto-creates topics on
+    read would make it uncompacted.
+    """
+
+    def __init__(
+        self,
+        kafka: str | KafkaSettings,
+        *,
+        topic: str | None = None,
+        on_change: OnChange | None = None,
+        poll_timeout_ms: int = 500,
+    ) -> None:
+        self.topic = topic or registry_topic()
+        self._settings = _settings(kafka)
+        self._on_change = on_change
+        self._poll_timeout_ms = poll_timeout_ms
+        self._partition = TopicPartition(self.topic, _PARTITION)
+        self._queries: dict[str, QueryRecord] = {}
+        self._synced = asyncio.Event()
+        self._consumer: AIOKafkaConsumer | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def queries(self) -> Mapping[str, QueryRecord]:
+        """The live queries by name (a read-only view that follows the topic)."""
+        return MappingProxyType(self._queries)
+
+    async def start(self) -> Self:
+        await create_topics(self._settings, [registry_spec(self.topic)])
+        consumer = AIOKafkaConsumer(
+            **self._settings.client_kwargs(), group_id=None, enable_auto_commit=False
+        )
+        await consumer.start()
+        try:
+            consumer.assign([self._partition])
+            await consumer.seek_to_beginning(self._partition)
+            end = (await consumer.end_offsets([self._partition]))[self._partition]
+        except BaseException:
+            await consumer.stop()
+            raise
+        self._consumer = consumer
+        self._task = asyncio.create_task(self._follow(consumer, end), name=f"watch {self.topic}")
+        return self
+
+    async def wait_synced(self) -> None:
+        """Return once every record written before :meth:`start` has been applied.
+
+        Raises what stopped the watcher if it failed before that.
+        """
+        if self._task is None:
+            raise RegistryError("the registry watcher is not running: call start() first")
+        synced = asyncio.ensure_future(self._synced.wait())
+        try:
+            await asyncio.wait({synced, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            synced.cancel()
+        if not self._synced.is_set():
+            self._task.result()  # raises the failure
+            raise RegistryError(f"the registry watcher of {self.topic!r} stopped before syncing")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            await consumer.stop()
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def _follow(self, consumer: AIOKafkaConsumer, end: int) -> None:
+        while True:
+            if not self._synced.is_set() and await consumer.position(self._partition) >= end:
+                self._synced.set()
+            fetched = await consumer.getmany(self._partition, timeout_ms=self._poll_timeout_ms)
+            for message in fetched.get(self._partition, ()):
+                await self._apply(message)
+
+    async def _apply(self, message: ConsumerRecord[Any, Any]) -> None:
+        try:
+            name, record = decode_record(message.key, message.value)
+        except RegistryRecordError as exc:
+            logger.warning("skipped %s offset %d: %s", self.topic, message.offset, exc)
+            return
+        if self._queries.get(name) == record:
+            return  # a tombstone of an unknown name, or a duplicate after a retried send
+        if record is None:
+            del self._queries[name]
+        else:
+            self._queries[name] = record
+        if self._on_change is not None:
+            try:
+                await self._on_change(name, record)
+            except Exception:
+                logger.exception("on_change(%r) failed; the registry watcher goes on", name)

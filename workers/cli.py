@@ -1,0 +1,236 @@
+"""The Kafka commands of ``situflow``: the query registry and the topic catalog.
+
+    situflow query submit QUERY_FILE [--name NAME]
+    situflow query list [--json]
+    situflow query delete NAME
+    situflow topics create [--stream NAME ...] [--partitions N] [--replication-factor N]
+
+``situflow/cli.py`` adds them with :func:`register` when this module imports (the core never
+imports Kafka clients). Each command imports its Kafka modules when it runs, so ``situflow
+run`` does not load aiokafka, and ``--help`` works without the kafka extra.
+
+Every command connects with :meth:`KafkaSettings.from_env` (``KAFKA_BOOTSTRAP_SERVERS`` and the
+SASL/TLS variables) and retries an unreachable broker with backoff for ``--wait`` seconds, then
+fails with one line and exit code 1. A query error prints ``QUERY_FILE:line:col: message`` and
+exits 2, as ``situflow check`` does. The registry topic is ``situflow.queries`` unless
+``SITUFLOW_QUERIES_TOPIC`` names another (:mod:`topics.registry`).
+
+To add a command: a handler ``_<command>(args) -> int`` wrapped in :func:`_kafka_command` if
+it talks to Kafka, and its parser in :func:`register` (``parents=[_connection_options()]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import logging
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from situflow.cli import EXIT_QUERY
+from situflow.errors import QueryError, SituflowError
+
+if TYPE_CHECKING:
+    from workers.settings import KafkaSettings
+
+T = TypeVar("T")
+Handler = Callable[[argparse.Namespace], int]
+EXIT_FAILURE = 1
+DEFAULT_WAIT = 10.0
+_FIRST_BACKOFF, _MAX_BACKOFF = 0.25, 4.0
+
+
+class CommandError(SituflowError):
+    """Ends a command with ``situflow: <message>`` on standard error and ``exit_code``."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``query`` and ``topics`` to the ``situflow`` command parser."""
+    connection = _connection_options()
+
+    query = subparsers.add_parser("query", help="submit, list or delete the queries services run")
+    actions = query.add_subparsers(required=True, metavar="ACTION")
+    submit = actions.add_parser("submit", parents=[connection],
+                                help="validate a query file and register it")
+    submit.add_argument("query", type=Path, metavar="QUERY_FILE")
+    submit.add_argument("--name", help="registered name, also in the output topic's name "
+                                       "(default: the file name without extension)")
+    submit.set_defaults(command=_query_submit)
+    listing = actions.add_parser("list", parents=[connection], help="print the registered queries")
+    listing.add_argument("--json", action="store_true",
+                         help="one JSON record per line, with the query text")
+    listing.set_defaults(command=_query_list)
+    delete = actions.add_parser("delete", parents=[connection], help="unregister a query")
+    delete.add_argument("name", metavar="NAME")
+    delete.set_defaults(command=_query_delete)
+
+    topics = subparsers.add_parser("topics", help="the Kafka topics of a deployment")
+    topic_actions = topics.add_subparsers(required=True, metavar="ACTION")
+    create = topic_actions.add_parser(
+        "create", parents=[connection],
+        help="create the catalog's topics that do not exist yet (existing ones are left alone)",
+    )
+    create.add_argument("--stream", action="append", default=[], metavar="NAME",
+                        help="an input stream: creates NAME, NAME.ordered, NAME.late, NAME.dlq "
+                             "(repeatable)")
+    create.add_argument("--partitions", type=int, default=4, metavar="N",
+                        help="partitions of stream topics and 'situations' (default: 4)")
+    create.add_argument("--time-field", default="ts", metavar="NAME", help="event-time field (default: ts)")
+    create.add_argument("--replication-factor", type=int, default=1, metavar="N")
+    create.set_defaults(command=_topics_create)
+
+
+def _connection_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--wait", type=float, default=DEFAULT_WAIT, metavar="SECONDS",
+                         help=f"keep retrying an unreachable broker this long "
+                              f"(default: {DEFAULT_WAIT:g})")
+    return options
+
+
+def _kafka_command(handler: Handler) -> Handler:
+    """Turn the failures a user can fix into one line and an exit code, not a traceback."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except CommandError as exc:
+            print(f"situflow: {exc}", file=sys.stderr)
+            return exc.exit_code
+        except ModuleNotFoundError as exc:
+            print(f"situflow: this command needs the situflow repository or image with the "
+                  f"kafka extra (pip install -e '.[kafka]'): {exc}", file=sys.stderr)
+            return EXIT_FAILURE
+
+    return run
+
+
+def _with_broker(args: argparse.Namespace, operation: Callable[[KafkaSettings], Awaitable[T]]) -> T:
+    """Run ``operation`` against the broker of the environment, retrying while it is unreachable."""
+    from aiokafka.errors import KafkaError
+
+    from topics.create import TopicCreationError
+    from workers.settings import KafkaSettings, KafkaSettingsError
+
+    try:
+        settings = KafkaSettings.from_env()
+    except KafkaSettingsError as exc:
+        raise CommandError(str(exc)) from None
+    # This command reports an unreachable broker itself, once; aiokafka would log every attempt.
+    client_log = logging.getLogger("aiokafka")
+    level = client_log.level
+    client_log.setLevel(logging.CRITICAL)
+    try:
+        return asyncio.run(_retrying(settings, operation, args.wait))
+    except (KafkaError, TopicCreationError) as exc:  # e.g. refused credentials: no use retrying
+        raise CommandError(f"Kafka at {settings.bootstrap_servers}: {exc}") from None
+    finally:
+        client_log.setLevel(level)
+
+
+async def _retrying(
+    settings: KafkaSettings, operation: Callable[[KafkaSettings], Awaitable[T]], wait: float
+) -> T:
+    from aiokafka.errors import KafkaConnectionError
+
+    from workers.settings import ENV_BOOTSTRAP
+
+    deadline = time.monotonic() + wait
+    backoff = _FIRST_BACKOFF
+    while True:
+        try:
+            return await operation(settings)
+        except KafkaConnectionError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CommandError(
+                    f"cannot reach Kafka at {settings.bootstrap_servers} (retried for {wait:g}s); "
+                    f"is it running? {ENV_BOOTSTRAP} names the brokers"
+                ) from None
+            await asyncio.sleep(min(backoff, left))
+            backoff = min(backoff * 2, _MAX_BACKOFF)
+
+
+@_kafka_command
+def _query_submit(args: argparse.Namespace) -> int:
+    from topics.registry import InvalidQueryName, submit
+
+    try:
+        text = args.query.read_text()
+    except OSError as exc:
+        raise CommandError(f"cannot read {args.query}: {exc.strerror}", EXIT_QUERY) from None
+    name = args.name or args.query.stem
+    try:
+        record = _with_broker(
+            args, lambda kafka: submit(kafka, text, name=name, source_path=str(args.query))
+        )
+    except QueryError as exc:
+        print(exc.render(str(args.query), text), file=sys.stderr)
+        return EXIT_QUERY
+    except InvalidQueryName as exc:
+        raise CommandError(f"{exc}; choose another with --name", EXIT_QUERY) from None
+    print(f"registered {record.name}: {record.language} query {record.query_id}, "
+          f"results in {record.output_topic}")
+    return 0
+
+
+@_kafka_command
+def _query_list(args: argparse.Namespace) -> int:
+    from topics.registry import encode_record, list_queries
+
+    queries = _with_broker(args, list_queries)
+    records = [queries[name] for name in sorted(queries)]
+    if args.json:
+        for record in records:
+            print(encode_record(record)[1].decode())
+        return 0
+    width = max((len(r.name) for r in records), default=0)
+    for record in records:
+        print(f"{record.name:<{width}}  {record.language:<8}  {record.query_id}")
+    return 0
+
+
+@_kafka_command
+def _query_delete(args: argparse.Namespace) -> int:
+    from topics.registry import QueryNotRegistered, delete
+
+    try:
+        record = _with_broker(args, lambda kafka: delete(kafka, args.name))
+    except QueryNotRegistered as exc:
+        raise CommandError(str(exc)) from None
+    print(f"deleted {record.name}; {record.output_topic} keeps its results")
+    return 0
+
+
+@_kafka_command
+def _topics_create(args: argparse.Namespace) -> int:
+    from topics.catalog import Catalog, StreamSpec, TopicRole
+    from topics.create import create_topics
+    from topics.registry import registry_spec
+
+    try:
+        catalog = Catalog(
+            streams=tuple(StreamSpec(name, time_field=args.time_field, partitions=args.partitions)
+                          for name in args.stream),
+            situations_partitions=args.partitions,
+            replication_factor=args.replication_factor,
+        )
+        specs = [registry_spec(replication_factor=args.replication_factor)
+                 if spec.role is TopicRole.QUERIES else spec for spec in catalog.topics()]
+    except ValueError as exc:
+        raise CommandError(str(exc), EXIT_QUERY) from None
+    created = set(_with_broker(args, lambda kafka: create_topics(kafka, specs)))
+    for spec in specs:
+        state = "created" if spec.name in created else "exists"
+        plural = "" if spec.partitions == 1 else "s"
+        print(f"{state:<8} {spec.name} ({spec.partitions} partition{plural})")
+    return 0
