@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import os
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -215,8 +215,14 @@ class ServiceMetrics:
                                  "From the input message's Kafka timestamp to its output being "
                                  "sent", ["service"], buckets=LATENCY_BUCKETS,
                                  registry=reg).labels(service)
+        self.query_errors = Counter("situflow_query_errors", "Registered queries this service "
+                                    "cannot evaluate", ["service"], registry=reg).labels(service)
         self.service = service
         self.inputs = inputs
+        #: Whether the query registry has been read to its end (True when not followed).
+        self.registry_synced = True
+        #: More fields of the health page (e.g. the queries a service evaluates).
+        self.health_details: Callable[[], dict[str, Any]] = dict
         self._app = app
 
         # Faust makes a view class of a page function, so pages are plain functions.
@@ -252,9 +258,10 @@ class ServiceMetrics:
         app = self._app
         assigned = len(app.consumer.assignment()) if app.consumer else 0
         recovered = cast(Any, app.tables).recovery.completed.is_set()
-        ready = assigned > 0 and recovered and not app.rebalancing
+        ready = assigned > 0 and recovered and not app.rebalancing and self.registry_synced
         return {"service": self.service, "ready": ready, "assigned": assigned,
-                "rebalancing": app.rebalancing, "tables_recovered": recovered}
+                "rebalancing": app.rebalancing, "tables_recovered": recovered,
+                "registry_synced": self.registry_synced, **self.health_details()}
 
 
 def dlq_headers(message: Any, reason: str) -> list[tuple[str, bytes]]:

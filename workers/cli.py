@@ -1,5 +1,7 @@
-"""The Kafka commands of ``situflow``: the query registry and the topic catalog.
+"""The Kafka commands of ``situflow``: the pipeline, the demo, the query registry, the topics.
 
+    situflow up [--stream cars] [--key-fields car_id] [--slack K] [--query FILE ...]
+    situflow demo [--events N] [--cars N] [--local]
     situflow query submit QUERY_FILE [--name NAME]
     situflow query list [--json]
     situflow query delete NAME
@@ -41,6 +43,8 @@ T = TypeVar("T")
 Handler = Callable[[argparse.Namespace], int]
 EXIT_FAILURE = 1
 DEFAULT_WAIT = 10.0
+#: (events, cars) of ``situflow demo --local`` and of ``situflow demo`` through the services.
+LOCAL_DEMO_SIZE, PIPELINE_DEMO_SIZE = (1_000_000, 2_000), (20_000, 100)
 _FIRST_BACKOFF, _MAX_BACKOFF = 0.25, 4.0
 
 
@@ -53,8 +57,46 @@ class CommandError(SituflowError):
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``query`` and ``topics`` to the ``situflow`` command parser."""
+    """Add ``up``, ``query`` and ``topics`` to the ``situflow`` command parser, and make
+    ``demo`` run through the services (``demo --local``: the core's in-process demo)."""
     connection = _connection_options()
+
+    up = subparsers.add_parser(
+        "up", help="run a local broker (unless KAFKA_BOOTSTRAP_SERVERS names one), the topics "
+                   "and every service, until Ctrl-C")
+    up.add_argument("--stream", default="cars", help="input stream (topic) name")
+    up.add_argument("--key-fields", default="car_id", help="partition attributes, comma-separated")
+    up.add_argument("--time-field", default="ts")
+    up.add_argument("--partitions", type=int, default=4)
+    up.add_argument("--slack", type=int, default=5, help="K, in event-time units")
+    up.add_argument("--idle-timeout", type=float, default=5.0, help="seconds")
+    up.add_argument("--port", type=int, default=9092,
+                    help="port of the embedded broker on 127.0.0.1 (default: 9092)")
+    up.add_argument("--query", type=Path, action="append", default=[],
+                    help="a query file to register at start (repeatable)")
+    up.add_argument("--work-dir", type=Path, help="data and logs (default: a temp dir)")
+    up.set_defaults(command=_up)
+
+    demo = subparsers.choices["demo"]
+    demo.description = (
+        "The aggressive-drivers query through the services: a local broker and every service "
+        "(or the pipeline of 'situflow up' when KAFKA_BOOTSTRAP_SERVERS is set), a generated "
+        "car stream produced to 'cars', the matches read from 'matches.aggressive_drivers'.")
+    demo.add_argument("--local", action="store_true",
+                      help="evaluate in this process instead, without Kafka")
+    demo.add_argument("--slack", type=int, default=5,
+                      help="K of the pipeline, and the most an event is delayed")
+    demo.add_argument("--timeout", type=float, default=120.0,
+                      help="seconds to wait for every match")
+    local_demo: Handler = demo.get_default("command")
+
+    def run_demo(args: argparse.Namespace) -> int:
+        # The services take seconds to start; the in-process demo takes a larger stream.
+        events, cars = (LOCAL_DEMO_SIZE if args.local else PIPELINE_DEMO_SIZE)
+        args.events, args.cars = args.events or events, args.cars or cars
+        return local_demo(args) if args.local else _demo(args)
+
+    demo.set_defaults(command=run_demo, events=None, cars=None)
 
     query = subparsers.add_parser("query", help="submit, list or delete the queries services run")
     actions = query.add_subparsers(required=True, metavar="ACTION")
@@ -158,6 +200,18 @@ async def _retrying(
                 ) from None
             await asyncio.sleep(min(backoff, left))
             backoff = min(backoff * 2, _MAX_BACKOFF)
+
+
+def _up(args: argparse.Namespace) -> int:
+    from workers.up import up
+
+    return up(args)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from workers.demo import demo
+
+    return demo(args)
 
 
 @_kafka_command

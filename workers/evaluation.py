@@ -1,10 +1,13 @@
 """Queries evaluated over ``<stream>.ordered``: the common part of the matcher and trends services.
 
 Each service evaluates the queries of its languages (matcher: TPStream and SASE+ into
-``matches.<query>``; trends: COGRA into ``trends.<query>``). A query comes from a file
-(``SITUFLOW_QUERY_FILE``, named by ``SITUFLOW_QUERY_NAME`` or else the file's stem, as ``situflow
-run`` names it, so both give the same result ids) and, with ``SITUFLOW_REGISTRY=1``, from the
-query registry while the service runs.
+``matches.<query>``; trends: COGRA into ``trends.<query>``). Queries come from the query
+registry (:mod:`topics.registry`; ``SITUFLOW_REGISTRY=1``, topic ``SITUFLOW_QUERIES_TOPIC``),
+followed while the service runs: a submitted query is evaluated from the next message of each
+partition on, a deleted one stops, a changed one starts afresh. A query may also come from a
+file (``SITUFLOW_QUERY_FILE``, named by ``SITUFLOW_QUERY_NAME`` or else the file's stem, as
+``situflow run`` names it, so both give the same result ids). A registered query this service
+cannot evaluate is logged and counted (``situflow_query_errors``), and skipped.
 
 Kafka's partitioning is the data parallelism: per ordered partition and query there is one core
 operator over every key of the partition, exactly as ``situflow run`` evaluates the partition's
@@ -26,6 +29,7 @@ A message an operator rejects goes to ``<stream>.dlq`` with the reason.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -46,6 +50,7 @@ from situflow.events import EventBatch
 from situflow.operator import CompiledQuery, Operator, QueryOptions
 from situflow.queries import compile_query, partition_attributes
 from topics.catalog import SEQ_FIELD, QueryOutput, TopicRole, query_topic, stream_topics
+from topics.registry import QueryRecord, RegistryWatcher
 from workers.app import (
     ServiceConfig,
     ServiceMetrics,
@@ -69,6 +74,10 @@ class Queries:
         self.key_fields = key_fields
         self.compiled: dict[str, CompiledQuery] = {}
         self.version = 0
+        #: Set once the queries are known: at once from a file, after reading the registry to
+        #: its end when following it. No event is evaluated before (it would be lost to the
+        #: queries, as its position is recorded as seen).
+        self.known = asyncio.Event()
 
     def check(self, query: CompiledQuery) -> None:
         """Raise ``SituflowError`` unless this service can evaluate ``query``."""
@@ -194,6 +203,7 @@ def evaluator_app(service: str, languages: Iterable[str],
                 states.tick_arrived(partition)
                 await manual.ack(event)
             else:
+                await queries.known.wait()
                 metrics.messages_in(service, ordered_name).inc()
                 evaluation = states.get(partition)
                 evaluation.sync(queries)
@@ -293,6 +303,12 @@ def evaluator_app(service: str, languages: Iterable[str],
         metrics.partial_matches.inc(partial - old_partial)
         gauges[partition] = (opened, partial)
 
+    if os.environ.get("SITUFLOW_REGISTRY") == "1":
+        follow_registry(app, config, queries, metrics)
+    else:
+        queries.known.set()
+    metrics.health_details = lambda: {"queries": sorted(queries.compiled)}
+
     @app.timer(interval=max(states.interval / 2, 0.25))
     async def tick() -> None:
         """A tick to each partition of this worker with work to checkpoint, so that idle
@@ -303,3 +319,35 @@ def evaluator_app(service: str, languages: Iterable[str],
                 await ticks.send(value=b"", partition=partition)
 
     return app, queries
+
+
+def follow_registry(app: faust.App, config: ServiceConfig, queries: Queries,
+                    metrics: ServiceMetrics) -> None:
+    """Keep ``queries`` equal to the registry's queries of this service's languages; the
+    service is not ready until it has read the registry to its end."""
+    metrics.registry_synced = False
+
+    async def on_change(name: str, record: QueryRecord | None) -> None:
+        if record is None:
+            queries.remove(name)
+            app.log.info("query %s deleted", name)
+            return
+        if record.language not in queries.languages:
+            queries.remove(name)  # the name may have held a query of ours before
+            return
+        try:
+            queries.add(compile_query(record.text, QueryOptions(name=name)))
+        except (QueryError, SituflowError) as exc:
+            queries.remove(name)
+            metrics.query_errors.inc()
+            app.log.error("query %s is not evaluated: %s", name, exc)
+            return
+        app.log.info("query %s (%s) is evaluated", name, record.query_id)
+
+    @app.task
+    async def registry() -> None:
+        async with RegistryWatcher(config.kafka, on_change=on_change) as watcher:
+            await watcher.wait_synced()
+            metrics.registry_synced = True
+            queries.known.set()
+            await asyncio.Event().wait()  # follow until the app stops (cancels this task)

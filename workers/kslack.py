@@ -9,9 +9,12 @@ than what was already released go to ``<stream>.late`` (a JSON message unchanged
 of an Arrow message as an Arrow message); messages that do not decode go, unchanged, to
 ``<stream>.dlq`` with the reason in the headers. No input stops the service.
 
-State: per input partition, the K-slack buffers of its keys and the last input offset
-processed, checkpointed to the ``buffers`` table (RocksDB, changelogged) as
-:mod:`workers.partitions` explains. A redelivered message at or before that offset is skipped.
+State: per input partition, the K-slack buffers of its keys, the events released but not yet
+sent, and the last input offset processed, checkpointed to the ``buffers`` table (RocksDB,
+changelogged) as :mod:`workers.partitions` explains. A redelivered message at or before that
+offset is skipped. Replaying the input after a restart releases the same events in the same
+order, so downstream recognises repeats by position; the one decision that depends on timing,
+the idle flush, is checkpointed before its events are sent.
 
 Producers must key input messages so that one partition key stays in one partition (the
 catalog's ``key_fields``): a key seen in two partitions gets two independent buffers.
@@ -87,18 +90,19 @@ class Buffer:
     kslack: KSlack[list[Any]]
     offset: int = -1  # the last input offset processed
     last_input: float = field(default_factory=time.monotonic)  # for the idle timeout
-    outbox: list[list[Any]] = field(default_factory=list)  # released, not yet sent
+    # Released, not yet sent; in the checkpoint, so a restart sends what it holds.
+    outbox: list[list[Any]] = field(default_factory=list)
     sent_at: float = field(default_factory=time.monotonic)  # when the outbox was last sent
 
 
 def load(value: Any) -> Buffer:
     if value is None:
         return Buffer(KSlack(SLACK))
-    return Buffer(KSlack.restore(value["kslack"]), value["offset"])
+    return Buffer(KSlack.restore(value["kslack"]), value["offset"], outbox=value["outbox"])
 
 
 def store(buffer: Buffer) -> dict[str, Any]:
-    return {"kslack": buffer.kslack.snapshot(), "offset": buffer.offset}
+    return {"kslack": buffer.kslack.snapshot(), "offset": buffer.offset, "outbox": buffer.outbox}
 
 
 buffers = state_table(app, "buffers", config,
@@ -205,7 +209,12 @@ async def on_tick(partition: int, stream: Any) -> None:
     buffer = states.get(partition)
     idle = time.monotonic() - buffer.last_input
     if buffer.kslack.buffered and idle >= IDLE_TIMEOUT and await caught_up(partition, buffer):
+        # Whether a flush happens depends on timing, not on the input: store that it happened
+        # before anything downstream can see it, so a restart cannot undo it (the events of a
+        # flushed key that come later are late, before a crash as after).
         buffer.outbox.extend(buffer.kslack.finish())
+        states.changed(partition, buffer)
+        await states.checkpoint(partition, stream)
     if buffer.outbox:
         states.changed(partition, buffer, deliveries=await send_ordered(partition, buffer))
     set_buffered(partition, buffer.kslack.buffered)

@@ -1,6 +1,6 @@
 """Run the pipeline locally: broker, topics, and the services as processes (``situflow up``).
 
-    python -m workers.up --stream cars --key-fields car_id --slack 5 \\
+    situflow up --stream cars --key-fields car_id --slack 5 \\
         --query situflow/examples/aggressive_drivers.tps
 
 starts the embedded tansu broker (unless ``KAFKA_BOOTSTRAP_SERVERS`` names a Kafka), creates
@@ -34,8 +34,9 @@ from types import TracebackType
 from typing import IO, Any, Self
 
 from situflow.queries import compile_query
-from topics.catalog import Catalog, QueryOutput, StreamSpec, TopicRole, query_topic
+from topics.catalog import QUERIES, Catalog, QueryOutput, StreamSpec, TopicRole, query_topic
 from topics.create import create_topics
+from topics.registry import QueryRecord, delete, registry_spec, submit
 from workers.broker import EmbeddedBroker, free_port
 from workers.settings import ENV_BOOTSTRAP, KafkaSettings
 
@@ -79,10 +80,17 @@ class ServiceProcess:
 
 @dataclass
 class Pipeline:
-    """Broker + topics + services; ``with Pipeline(...) as p:`` waits until all are ready."""
+    """Broker + topics + services; ``with Pipeline(...) as p:`` waits until all are ready.
+
+    The services follow the query registry ``registry_topic`` (default
+    ``situflow.queries.<stream>``, so that pipelines sharing a broker, as tests do, keep their
+    queries apart). ``query_file``, if given, is submitted to it before the services start.
+    ``services`` defaults to K-slack plus the evaluating service of ``query_file``'s language,
+    or every service when there is no query file.
+    """
 
     stream: StreamSpec
-    query_file: Path
+    query_file: Path | None = None
     slack: int = 0
     idle_timeout: float = 5.0
     kafka: KafkaSettings | None = None
@@ -91,33 +99,39 @@ class Pipeline:
     extra_env: dict[str, str] = field(default_factory=dict)
     #: Name of the query in results and in ``matches.<name>``; default: the file's stem.
     name: str | None = None
+    registry_topic: str | None = None
+    service_names: tuple[str, ...] = ()
+    #: The embedded broker to start when ``kafka`` is None and the environment names none.
+    broker: EmbeddedBroker | None = None
     services: dict[str, ServiceProcess] = field(default_factory=dict, init=False)
     _broker: EmbeddedBroker | None = field(default=None, init=False)
     _own_dir: bool = field(default=False, init=False)
 
+    def __post_init__(self) -> None:
+        if self.registry_topic is None:
+            self.registry_topic = f"{QUERIES}.{self.stream.name}"
+        if not self.service_names:
+            evaluators = {EVALUATORS[self.language][0]} if self.query_file else \
+                {service for service, _ in EVALUATORS.values()}
+            self.service_names = ("kslack", *sorted(evaluators))
+
     @property
     def query_name(self) -> str:
+        assert self.query_file is not None, "the pipeline has no query file"
         return self.name or self.query_file.stem
 
     @property
     def language(self) -> str:
+        assert self.query_file is not None, "the pipeline has no query file"
         return compile_query(self.query_file.read_text()).language
 
     @property
-    def service_names(self) -> tuple[str, ...]:
-        return ("kslack", EVALUATORS[self.language][0])
-
-    @property
     def output_topic(self) -> str:
-        return query_topic(self._output).name
-
-    @property
-    def _output(self) -> QueryOutput:
-        return QueryOutput(self.query_name, role=EVALUATORS[self.language][1])
+        return query_topic(QueryOutput(self.query_name, role=EVALUATORS[self.language][1])).name
 
     @property
     def catalog(self) -> Catalog:
-        return Catalog(streams=(self.stream,), queries=(self._output,))
+        return Catalog(streams=(self.stream,))
 
     def start(self) -> Self:
         try:
@@ -125,13 +139,16 @@ class Pipeline:
                 if os.environ.get(ENV_BOOTSTRAP):
                     self.kafka = KafkaSettings.from_env()
                 else:
-                    self._broker = EmbeddedBroker().start()
+                    self._broker = (self.broker or EmbeddedBroker()).start()
                     self.kafka = KafkaSettings(self._broker.bootstrap_servers)
             if self.work_dir is None:
                 self.work_dir = Path(tempfile.mkdtemp(prefix="situflow-up-"))
                 self._own_dir = True
             self.work_dir.mkdir(parents=True, exist_ok=True)
-            asyncio.run(create_topics(self.kafka, self.catalog.topics()))
+            specs = [spec for spec in self.catalog.topics() if spec.name != QUERIES]
+            asyncio.run(create_topics(self.kafka, [*specs, registry_spec(self.registry_topic)]))
+            if self.query_file is not None:
+                self.submit(self.query_file, self.query_name)
             for name in self.service_names:
                 self.start_service(name)
             self.wait_ready()
@@ -139,6 +156,18 @@ class Pipeline:
             self.stop()
             raise
         return self
+
+    def submit(self, query_file: Path, name: str | None = None) -> QueryRecord:
+        """Register a query (as ``situflow query submit``); running services pick it up."""
+        assert self.kafka is not None
+        return asyncio.run(submit(self.kafka, query_file.read_text(),
+                                  name=name or query_file.stem, source_path=str(query_file),
+                                  topic=self.registry_topic))
+
+    def delete(self, name: str) -> None:
+        """Unregister a query (as ``situflow query delete``); running services stop it."""
+        assert self.kafka is not None
+        asyncio.run(delete(self.kafka, name, topic=self.registry_topic))
 
     def start_service(self, name: str) -> ServiceProcess:
         """Start (or restart) one service with a fresh web port and its own data dir."""
@@ -155,8 +184,8 @@ class Pipeline:
             "SITUFLOW_PARTITIONS": str(self.stream.partitions),
             "SITUFLOW_SLACK": str(self.slack),
             "SITUFLOW_IDLE_TIMEOUT": str(self.idle_timeout),
-            "SITUFLOW_QUERY_FILE": str(self.query_file),
-            "SITUFLOW_QUERY_NAME": self.query_name,
+            "SITUFLOW_REGISTRY": "1",
+            "SITUFLOW_QUERIES_TOPIC": str(self.registry_topic),
             "SITUFLOW_DATA_DIR": str(self.work_dir / name),
             "SITUFLOW_WEB_PORT": str(port),
             "SITUFLOW_WEB_BIND": "127.0.0.1",
@@ -234,29 +263,26 @@ class Pipeline:
         self.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workers.up", description=__doc__)
-    parser.add_argument("--stream", default="cars")
-    parser.add_argument("--key-fields", default="car_id", help="comma-separated")
-    parser.add_argument("--time-field", default="ts")
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--slack", type=int, default=5, help="K, in event-time units")
-    parser.add_argument("--idle-timeout", type=float, default=5.0, help="seconds")
-    parser.add_argument("--query", type=Path,
-                        default=REPO_ROOT / "situflow/examples/aggressive_drivers.tps")
-    parser.add_argument("--work-dir", type=Path, help="data and logs (default: a temp dir)")
-    args = parser.parse_args(argv)
-    stream = StreamSpec(args.stream, time_field=args.time_field, partitions=args.partitions,
-                        key_fields=tuple(f for f in args.key_fields.split(",") if f))
-    pipeline = Pipeline(stream, args.query.resolve(), args.slack, args.idle_timeout,
-                        work_dir=args.work_dir)
+def stream_of(args: argparse.Namespace) -> StreamSpec:
+    return StreamSpec(args.stream, time_field=args.time_field, partitions=args.partitions,
+                      key_fields=tuple(f for f in args.key_fields.split(",") if f))
+
+
+def up(args: argparse.Namespace) -> int:
+    """Run the pipeline until Ctrl-C or SIGTERM; 1 if a service exits on its own."""
+    broker = None if os.environ.get(ENV_BOOTSTRAP) else EmbeddedBroker(port=args.port)
+    pipeline = Pipeline(stream_of(args), slack=args.slack, idle_timeout=args.idle_timeout,
+                        work_dir=args.work_dir, registry_topic=QUERIES, broker=broker)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with pipeline:
+        for query in args.query:
+            pipeline.submit(query.resolve())
         assert pipeline.kafka is not None
-        print(f"broker {pipeline.kafka.bootstrap_servers}; produce to {stream.name!r}; "
-              f"results in {pipeline.output_topic!r}")
+        print(f"export KAFKA_BOOTSTRAP_SERVERS={pipeline.kafka.bootstrap_servers}\n"
+              f"produce events to {pipeline.stream.name!r}; register queries with "
+              "'situflow query submit FILE'; try 'situflow demo'", flush=True)
         for service in pipeline.services.values():
-            print(f"{service.name}: {service.url}/metrics  log {service.log_path}")
+            print(f"{service.name}: {service.url}/metrics  log {service.log_path}", flush=True)
         try:
             while all(s.process.poll() is None for s in pipeline.services.values()):
                 time.sleep(0.5)
@@ -266,7 +292,3 @@ def main(argv: list[str] | None = None) -> int:
             if service.process.poll() is not None:
                 print(f"{service.name} exited:\n{service.log_tail()}", file=sys.stderr)
     return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

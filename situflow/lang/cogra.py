@@ -12,10 +12,11 @@ A query has the six clauses of the paper's q1–q4::
 Patterns follow Definition 2.1 (``E``, ``P+``, ``SEQ(P1, P2, ...)``, nested as in
 ``(SEQ(A+, B))+``), with type aliases (``Load L+``) and repeated types
 (``SEQ(Activity S, Activity A+, Activity F)``). Appendix C adds the Kleene star ``P*``, the
-disjunction ``P1 OR P2``, negation inside a sequence (``SEQ(A+, NOT C, B)``) and minimal
-lengths, ``LENGTH(A) >= 3``
-(:mod:`situflow.trends.analyze` reads the star as the paper's sugar
-``SEQ(P1*, P2) = SEQ(P1+, P2) OR P2``). ``[a, b]`` is the equivalence predicate of footnote 1;
+disjunction ``P1 OR P2``, the conjunction ``P1 AND P2`` (binding tighter than ``OR``, as in
+logic), negation inside a sequence (``SEQ(A+, NOT C, B)``) and minimal lengths,
+``LENGTH(A) >= 3`` (:mod:`situflow.trends.analyze` reads the star as the paper's sugar
+``SEQ(P1*, P2) = SEQ(P1+, P2) OR P2``, and :mod:`situflow.trends.conjunction` gives ``AND``
+its meaning). ``[a, b]`` is the equivalence predicate of footnote 1;
 ``NEXT(X).attr`` refers to the event that follows an ``X`` event in a trend (adjacent-event
 predicates, §3.2). ``SLIDE`` defaults to the ``WITHIN``
 length (tumbling windows); a bare number is a length in the stream's time unit.
@@ -26,6 +27,7 @@ RETURN COUNT(*) PATTERN (SEQ(A+, B))+ SEMANTICS contiguous WITHIN 10
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from situflow.lang import ast
@@ -106,6 +108,18 @@ class OrPattern(ast.Node):
 
     def to_text(self) -> str:
         return " OR ".join(pattern_text(p) for p in self.items)
+
+
+@dataclass(frozen=True)
+class AndPattern(ast.Node):
+    """``P1 AND P2``: a pair of trends, one of each sub-pattern (Appendix C, conjunction)."""
+
+    items: tuple[ast.Node, ...]
+
+    def to_text(self) -> str:
+        # AND binds tighter than OR, so an OR operand keeps its parentheses.
+        return " AND ".join(f"({pattern_text(p)})" if isinstance(p, OrPattern)
+                            else pattern_text(p) for p in self.items)
 
 
 @dataclass(frozen=True)
@@ -283,16 +297,24 @@ class CograParser(Parser):
     # PATTERN --------------------------------------------------------------------------------
 
     def _parse_pattern(self) -> ast.Node:
+        return self._parse_junction("OR", OrPattern, self._parse_conjunction)
+
+    def _parse_conjunction(self) -> ast.Node:
+        return self._parse_junction("AND", AndPattern, self._parse_pattern_term)
+
+    def _parse_junction(self, keyword: str, kind: type[OrPattern] | type[AndPattern],
+                        operand: Callable[[], ast.Node]) -> ast.Node:
+        """``operand (keyword operand)*``; both operators are associative, so
+        ``(A OR B) OR C`` is the same three alternatives as ``A OR B OR C``."""
         first = self.curr
-        items = [self._parse_pattern_term()]
-        while self.match_kw("OR"):
-            items.append(self._parse_pattern_term())
+        items = [operand()]
+        while self.match_kw(keyword):
+            items.append(operand())
         if len(items) == 1:
             return items[0]
-        # OR is associative: `(A OR B) OR C` is the same three alternatives as `A OR B OR C`.
-        flat = [i for item in items for i in (item.items if isinstance(item, OrPattern)
+        flat = [i for item in items for i in (item.items if isinstance(item, kind)
                                               else (item,))]
-        return self.node(OrPattern, first, tuple(flat))
+        return self.node(kind, first, tuple(flat))
 
     def _parse_pattern_term(self) -> ast.Node:
         first = self.curr
@@ -334,7 +356,7 @@ class CograParser(Parser):
         return self.node(KleenePattern, first, inner, op)
 
     def _at_clause(self) -> bool:
-        return self.at_kw("SEMANTICS") or self.at_kw("OR")
+        return self.at_kw("SEMANTICS") or self.at_kw("OR") or self.at_kw("AND")
 
     # SEMANTICS ------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 - :mod:`situflow.trends.kernel`: the runtime executor of §4–7 as one numba kernel (type-,
   mixed- and pattern-grained aggregation, the Table 9 update rules, windows and groups);
 - :mod:`situflow.trends.operator`: the streaming operator (batches, windows, results, state);
+- :mod:`situflow.trends.conjunction`: ``P1 AND P2``, one executor per side, combined per window;
 - :mod:`situflow.trends.query`: ``compile(text, options)`` for the language registry.
 
 Semantic decisions (``SEMANTICS.md``, COGRA section; tested against a brute-force enumerator
@@ -27,7 +28,13 @@ of the definitions in ``tests/trends/reference.py``):
 - a trend is in window ``k`` when all its events have ``k·SLIDE <= time < k·SLIDE + WITHIN``;
   windows start at 0;
 - Appendix C: ``P*`` is sugar for a disjunction (``SEQ(P1*, P2) = SEQ(P1+, P2) OR P2``), each
-  alternative judged by the semantics on its own; ``OR`` adds the trends of its sides;
+  alternative judged by the semantics on its own; ``OR`` is the set union of its sides'
+  trends, whose aggregates add when no trend matches both sides, which is GRETA's (Poppe et
+  al., VLDB 2017) ``COUNT(P1) + COUNT(P2) - COUNT(P12)`` with ``P12`` empty; a pattern that
+  could match one trend in two ways is refused; ``P1 AND P2`` matches a pair of trends, one of
+  each side (GRETA's conjunction), each side judged on its own, in one window and partition,
+  and is aggregated over both trends' bindings
+  (:mod:`situflow.trends.conjunction`: ``COUNT(*) = C1·C2``, ``SUM = S1·C2 + C1·S2``);
   ``LENGTH(A) >= m`` unrolls ``A+``; ``SEQ(P1, NOT N, P2)`` matches ``s1 : s2`` when no ``N``
   event lies between ``s1``'s last and ``s2``'s first event, and such a pair is then not
   adjacent for skip-till-next-match either (a partial trend stays open for its other

@@ -9,8 +9,12 @@ trend, the inverse of ``P.predTypes``, computed by Glushkov's construction, whic
 of (event, position) bindings, so ``COUNT(A)`` is well defined even when an event could take
 several positions. Appendix C's sugar is rewritten first: ``SEQ(P1*, P2)`` becomes
 ``SEQ(P1+, P2) OR P2`` (so every alternative is judged by the semantics on its own, as the
-paper's disjunction), and ``LENGTH(A) >= 3`` unrolls ``A+`` to ``SEQ(A, A, A+)``. ``OR`` adds
-the trends of its sides (aggregates of a disjunction are computed from its sub-patterns').
+paper's disjunction), and ``LENGTH(A) >= 3`` unrolls ``A+`` to ``SEQ(A, A, A+)``. ``OR`` is
+the union of the trends of its sides; the executor adds the sides' aggregates, which is
+GRETA's ``COUNT(P1 OR P2) = COUNT(P1) + COUNT(P2) - COUNT(P12)`` only when no trend matches
+both sides (``P12`` empty), so a pattern that could match one trend in two ways is refused
+(:func:`_check_unambiguous`). ``P1 AND P2`` (a pair of trends, one per side) gets one plan per
+side in :attr:`Plan.factors`; :mod:`situflow.trends.conjunction` combines their aggregates.
 ``SEQ(P1, NOT N, P2)`` guards the transitions from ``P1``'s last to ``P2``'s first positions:
 an ``N`` event between the two events forbids that adjacency (Appendix C's type-grained
 reading: earlier aggregates may not flow into the following types), for every semantics.
@@ -31,11 +35,13 @@ Definition 2.6 exactly and still never enumerates trends (``SEMANTICS.md``, COGR
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 
 from situflow.lang import ast
 from situflow.lang.cogra import (
     Aggregate,
+    AndPattern,
     CograQuery,
     Equivalence,
     KleenePattern,
@@ -134,6 +140,8 @@ class Plan:
     # Appendix C negations (variable, type, local predicates) and the transitions they guard.
     negations: tuple[Position, ...] = ()
     guarded: tuple[tuple[tuple[int, int], int], ...] = ()
+    # A conjunction ``P1 AND P2 ...``: one plan per side, and no automaton of its own.
+    factors: tuple[Plan, ...] = ()
 
     @property
     def event_grained(self) -> tuple[bool, ...]:
@@ -151,7 +159,70 @@ class Plan:
 
 
 def analyze(query: CograQuery, options: QueryOptions) -> Plan:
-    """Run the three analyzer steps of Fig. 3 on a parsed query; raises ValidationError."""
+    """Run the three analyzer steps of Fig. 3 on a parsed query; raises ValidationError.
+
+    A conjunction (Appendix C) is analyzed side by side: each side is a query of its own with
+    the predicates on its variables, and aggregates of variables of the other sides have no
+    target in it (they stay 0 there, and the sides' values are combined later).
+    """
+    for node in query.pattern.walk():
+        if isinstance(node, AndPattern) and node is not query.pattern:
+            raise error(node, "AND joins whole patterns: P1 AND P2 matches a pair of trends, "
+                              "which has no single first or last event for SEQ, + or OR to "
+                              "connect; write the conjunction as the whole PATTERN")
+    if not isinstance(query.pattern, AndPattern):
+        return _analyze_automaton(query, options)
+    sides = query.pattern.items
+    _check_bindings(query.pattern)
+    bound = [{name for n in side.walk() if isinstance(n, TypePattern)
+              for name in (n.variable, n.type_name)} for side in sides]
+    where = _split_where(query, sides)
+    factors = tuple(
+        _analyze_automaton(replace(query, pattern=side, where=tuple(where[k])), options,
+                           set().union(*(b for j, b in enumerate(bound) if j != k)))
+        for k, side in enumerate(sides))
+    first = factors[0]
+    return Plan(
+        (), (), (), (), (), query.semantics, first.mode, "conjunction",
+        f"conjunction of {len(factors)} sub-patterns: their window aggregates are combined "
+        "per partition (COUNT(P1 AND P2) = COUNT(P1) * COUNT(P2))", first.equivalence,
+        query.group_by, first.size, first.slide,
+        tuple(Slot(s.role, (), s.attr) for s in first.slots), first.outputs, factors=factors,
+    )
+
+
+def _split_where(query: CograQuery, sides: tuple[ast.Node, ...]) -> list[list[ast.Node]]:
+    """The WHERE conjuncts of each side of a conjunction: ``[attrs]`` go to every side, a
+    predicate to the side that binds its variables."""
+    side_of = {n.variable: k for k, side in enumerate(sides) for n in side.walk()
+               if isinstance(n, TypePattern)}
+    parts: list[list[ast.Node]] = [[] for _ in sides]
+    for conjunct in query.where:
+        if isinstance(conjunct, Equivalence):
+            for part in parts:
+                part.append(conjunct)
+            continue
+        refs = [(n, n.qualifier if isinstance(n, ast.Ref) else n.variable)
+                for n in conjunct.walk() if isinstance(n, ast.Ref | NextRef | LengthRef)]
+        for node, name in refs:
+            if name is not None and name not in side_of:
+                raise error(node, f"unknown pattern variable {name}; the pattern binds "
+                                  f"{', '.join(side_of)}")
+        owners = {side_of[name] for _, name in refs if name is not None}
+        if len(owners) > 1:
+            names = sorted({name for _, name in refs if name is not None})
+            raise error(conjunct, f"this predicate relates {' and '.join(names)}, which are on "
+                                  "different sides of AND; a conjunction pairs independent "
+                                  "trends, so a predicate stays within one side")
+        # A predicate without variables goes to the first side, which reports it.
+        parts[owners.pop() if owners else 0].append(conjunct)
+    return parts
+
+
+def _analyze_automaton(query: CograQuery, options: QueryOptions,
+                       elsewhere: Collection[str] = ()) -> Plan:
+    """The plan of one pattern without AND; ``elsewhere`` are the variables and types that
+    other sides of a conjunction bind."""
     lengths = _minimal_lengths(query)
     automaton = _analyze_pattern(query.pattern, lengths)
     variables: dict[str, list[int]] = {}
@@ -167,7 +238,7 @@ def analyze(query: CograQuery, options: QueryOptions) -> Plan:
     follow_t = tuple(tuple(sorted(f)) for f in automaton.follow)
     start_t = tuple(i in automaton.start for i in range(len(positions)))
     end_t = tuple(i in automaton.end for i in range(len(positions)))
-    slots, outputs = _aggregates(query, positions, variables, negated)
+    slots, outputs = _aggregates(query, positions, variables, negated, elsewhere)
     size = _ticks(query.within, options, "WITHIN")
     slide = size if query.slide is None else _ticks(query.slide, options, "SLIDE")
     mode, granularity, path = _select_granularity(
@@ -240,6 +311,7 @@ def _analyze_pattern(pattern: ast.Node, lengths: dict[str, int]) -> _Automaton:
 
     top = alternatives[0] if len(alternatives) == 1 else OrPattern(tuple(alternatives))
     first, last = build(top)
+    _check_unambiguous(pattern, positions, first, last, follow)
     guarded: dict[tuple[int, int], int] = {}
     for (p, q), ways in guards.items():
         if -1 not in ways:  # a transition that also arises unguarded is not guarded
@@ -257,6 +329,59 @@ def _analyze_pattern(pattern: ast.Node, lengths: dict[str, int]) -> _Automaton:
              if isinstance(n, NegatedPattern)}
     return _Automaton(positions, first, last, follow,
                       [Position(v, types[v]) for v, _ in negated], guarded)
+
+
+def _check_unambiguous(pattern: ast.Node, positions: list[Position], start: set[int],
+                       end: set[int], follow: list[set[int]]) -> None:
+    """Refuse a pattern whose automaton can match one trend along two paths.
+
+    A trend is a sequence of (event, variable) bindings, and the trends of ``P1 OR P2`` are a
+    set: GRETA (Poppe et al., VLDB 2017) counts a trend of both sides once,
+    ``COUNT(P1 OR P2) = COUNT(P1) + COUNT(P2) - COUNT(P12)``. The executor adds the aggregates
+    of every path, so it is exact when no two paths spell the same variables, the case
+    ``COUNT(P12) = 0``. That is decided on the product of the automaton with itself: a pair of
+    different positions reachable from two start positions and leading to two end positions
+    by equally labelled steps is such a trend. Predicates are ignored, so this is safe.
+    """
+    label = [p.variable for p in positions]
+    parent: dict[tuple[int, int], tuple[int, int] | None] = {
+        (p, q): None for p in start for q in start if label[p] == label[q]}
+    frontier = list(parent)
+    while frontier:
+        pair = frontier.pop()
+        for p in follow[pair[0]]:
+            for q in follow[pair[1]]:
+                if label[p] == label[q] and (p, q) not in parent:
+                    parent[(p, q)] = pair
+                    frontier.append((p, q))
+    # Backwards from the pairs of end positions: the pairs that can still finish a trend.
+    onward: dict[tuple[int, int], tuple[int, int] | None] = {
+        pair: None for pair in parent if pair[0] in end and pair[1] in end}
+    frontier = list(onward)
+    while frontier:
+        pair = frontier.pop()
+        for before in parent:
+            if before not in onward and pair[0] in follow[before[0]] \
+                    and pair[1] in follow[before[1]]:
+                onward[before] = pair
+                frontier.append(before)
+    split = next((pair for pair in onward if pair[0] != pair[1]), None)
+    if split is None:
+        return
+    trend: list[str] = []
+    back: tuple[int, int] | None = split
+    while back is not None:
+        trend.insert(0, label[back[0]])
+        back = parent[back]
+    ahead = onward[split]
+    while ahead is not None:
+        trend.append(label[ahead[0]])
+        ahead = onward[ahead]
+    raise error(pattern, f"this pattern matches the trend {' '.join(trend)} in two ways (two "
+                         "alternatives, or two ways through a Kleene plus), and each trend "
+                         "counts once (GRETA: COUNT(P1 OR P2) = COUNT(P1) + COUNT(P2) - "
+                         "COUNT(P12)); situflow does not compute COUNT(P12): make the "
+                         "alternatives exclude each other, e.g. with their own variables")
 
 
 def _nullable(node: ast.Node) -> bool:
@@ -501,15 +626,20 @@ def _atoms(conjunct: ast.Node, variables: dict[str, list[int]],
 
 def _aggregates(
     query: CograQuery, positions: list[Position], variables: dict[str, list[int]],
-    negated: dict[str, int],
+    negated: dict[str, int], elsewhere: Collection[str] = (),
 ) -> tuple[tuple[Slot, ...], tuple[Output, ...]]:
     slots: list[Slot] = [Slot(COUNT)]
+    # Keyed by what the query names, not by targets: the sides of a conjunction then number
+    # their slots alike, whatever each side binds.
+    index: dict[tuple[int, str | None, str | None], int] = {}
 
-    def slot(role: int, targets: tuple[int, ...], attr: str | None = None) -> int:
-        wanted = Slot(role, targets, attr)
-        if wanted not in slots:
-            slots.append(wanted)
-        return slots.index(wanted)
+    def slot(role: int, item: Aggregate, targets: tuple[int, ...]) -> int:
+        attr = None if role == COUNT_E else item.attr
+        key = (role, item.variable, attr)
+        if key not in index:
+            index[key] = len(slots)
+            slots.append(Slot(role, targets, attr))
+        return index[key]
 
     outputs: list[Output] = []
     for item in query.returns:
@@ -526,26 +656,26 @@ def _aggregates(
             continue
         if item.variable in negated:
             raise error(item, f"{item.variable} is negated: it binds no event of a trend")
-        targets = _targets(item, positions, variables)
+        targets = _targets(item, positions, variables, elsewhere)
         if item.func == "COUNT":
-            outputs.append(Output(label, func="COUNT", slots=(slot(COUNT_E, targets),)))
+            outputs.append(Output(label, func="COUNT", slots=(slot(COUNT_E, item, targets),)))
         elif item.func == "AVG":
-            pair = (slot(SUM, targets, item.attr), slot(COUNT_E, targets))
+            pair = (slot(SUM, item, targets), slot(COUNT_E, item, targets))
             outputs.append(Output(label, func="AVG", slots=pair))
         else:
             role = {"SUM": SUM, "MIN": MIN, "MAX": MAX}[item.func]
-            outputs.append(Output(label, func=item.func, slots=(slot(role, targets, item.attr),)))
+            outputs.append(Output(label, func=item.func, slots=(slot(role, item, targets),)))
     return tuple(slots), tuple(outputs)
 
 
-def _targets(item: Aggregate, positions: list[Position],
-             variables: dict[str, list[int]]) -> tuple[int, ...]:
+def _targets(item: Aggregate, positions: list[Position], variables: dict[str, list[int]],
+             elsewhere: Collection[str]) -> tuple[int, ...]:
     """A variable names its positions; a type name not used as a variable names all of its."""
     assert item.variable is not None
     if item.variable in variables:
         return tuple(variables[item.variable])
     found = tuple(i for i, p in enumerate(positions) if p.type_name == item.variable)
-    if not found:
+    if not found and item.variable not in elsewhere:
         raise error(item, f"unknown pattern variable {item.variable}; the pattern binds "
                           f"{', '.join(variables)}")
     return found

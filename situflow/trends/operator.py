@@ -44,8 +44,12 @@ _KIND = {COUNT: kernel.ADD, COUNT_E: kernel.ADD, SUM: kernel.ADD, MIN: kernel.SM
          MAX: kernel.LARGEST}
 _IDENT = {kernel.ADD: 0.0, kernel.SMALLEST: math.inf, kernel.LARGEST: -math.inf}
 _EXACT = float(1 << 53)
+# A watermark past every window: finish() closes them all.
+END_OF_TIME = 1 << 62
 
 Vector = Callable[[EventBatch], Any]
+# One closed window of one partition: (window, partition key, slot values, binary exponent).
+Record = tuple[int, tuple[Any, ...], np.ndarray, int]
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,7 +96,6 @@ class Program:
         slot_target = np.zeros((len(plan.slots), P), dtype=np.bool_)
         for v, s in enumerate(plan.slots):
             slot_target[v, list(s.targets)] = True
-        kinds = [_KIND[s.role] for s in plan.slots]
         guarded = np.zeros((P, P), dtype=np.bool_)
         guard_of = np.full(P, -1, dtype=np.int64)
         for (p, q), g in plan.guarded:
@@ -107,12 +110,12 @@ class Program:
             atom_lo,
             atom_hi,
             np.array([OPS[a.op] for a in atoms], dtype=np.int64),
-            np.array(kinds, dtype=np.int64),
+            slot_kinds(plan),
             np.array([s.role for s in plan.slots], dtype=np.int64),
             slot_target,
             np.array([attrs.index(s.attr) if s.attr else -1 for s in plan.slots], dtype=np.int64),
             attrs,
-            np.array([_IDENT[k] for k in kinds]),
+            slot_identities(plan),
             guarded,
             guard_of,
             tuple(tuple(compile_vector(c, _resolve) for c in p.local) for p in plan.positions),
@@ -324,23 +327,28 @@ class TrendOperator:
     # --- lifecycle ------------------------------------------------------------------------
 
     def process(self, batch: EventBatch) -> list[TrendResult]:
+        return window_results(self.program.plan, self.name, self.process_records(batch))
+
+    def advance_to(self, watermark: int) -> list[TrendResult]:
+        return window_results(self.program.plan, self.name, self.advance_records(int(watermark)))
+
+    def finish(self) -> list[TrendResult]:
+        return self.advance_to(END_OF_TIME)
+
+    def process_records(self, batch: EventBatch) -> list[Record]:
+        """The windows that ``batch`` closes, one record per partition that saw an event."""
         if len(batch) == 0:
             return []
         parts = self._partition_ids(batch)
         return self._run(parts, self.program.prepare(batch), kernel.NO_WINDOW)
 
-    def advance_to(self, watermark: int) -> list[TrendResult]:
-        return self._run_empty(int(watermark))
-
-    def finish(self) -> list[TrendResult]:
-        return self._run_empty(1 << 62)
-
-    def _run_empty(self, close_to: int) -> list[TrendResult]:
+    def advance_records(self, close_to: int) -> list[Record]:
+        """The windows that end at or before ``close_to``, as :meth:`process_records`."""
         return self._run(np.zeros(0, dtype=np.int64), self.program.empty(), close_to)
 
-    def _run(self, parts: np.ndarray, ev: Inputs, close_to: int) -> list[TrendResult]:
+    def _run(self, parts: np.ndarray, ev: Inputs, close_to: int) -> list[Record]:
         pr, plan = self.program, self.program.plan
-        records: list[tuple[int, int, np.ndarray, int]] = []
+        records: list[Record] = []
         i = 0
         while True:
             n_parts = len(self._key_list)
@@ -360,58 +368,15 @@ class TrendOperator:
                 self.scal, out_win, out_part, out_vals, out_scale, i, close_to,
             )
             for o in range(int(self.scal[kernel.N_OUT])):
-                records.append((int(out_win[o]), int(out_part[o]), out_vals[o].copy(),
-                                int(out_scale[o])))
+                records.append((int(out_win[o]), self._key_list[int(out_part[o])],
+                                out_vals[o].copy(), int(out_scale[o])))
             self.scal[kernel.N_OUT] = 0
             if done:
                 break
             if self.scal[kernel.N_FREE] < self._P:
                 used = self.node_vals.shape[0]
                 self._alloc_nodes(used, 2 * used)
-        return self._results(records)
-
-    # --- results --------------------------------------------------------------------------
-
-    def _results(self, records: list[tuple[int, int, np.ndarray, int]]) -> list[TrendResult]:
-        plan = self.program.plan
-        group_index = [plan.partition_attrs.index(g) for g in plan.group_by]
-        by_window: dict[int, dict[tuple[Any, ...], tuple[np.ndarray, int]]] = {}
-        for k, part, vals, exp in records:
-            key = self._key_list[part]
-            group = tuple(key[j] for j in group_index)
-            groups = by_window.setdefault(k, {})
-            if group in groups:
-                groups[group] = _merge(groups[group], (vals, exp), self.program.slot_kind)
-            else:
-                groups[group] = (vals, exp)
-        results = []
-        for k in sorted(by_window):
-            groups = by_window[k]
-            for group in sorted(groups, key=_order):
-                results.append(TrendResult(
-                    self.name,
-                    None if not group else group[0] if len(group) == 1 else list(group),
-                    k * plan.slide,
-                    k * plan.slide + plan.size,
-                    self._values(groups[group], dict(zip(plan.group_by, group, strict=True))),
-                ))
-        return results
-
-    def _values(self, scaled: tuple[np.ndarray, int], group: dict[str, Any]) -> dict[str, Any]:
-        vals, exp = scaled
-        out: dict[str, Any] = {}
-        for o in self.program.plan.outputs:
-            if o.group_attr is not None:
-                out[o.label] = group[o.group_attr]
-            elif o.func == "AVG":
-                total, count = vals[o.slots[0]], vals[o.slots[1]]
-                out[o.label] = float(total / count) if count > 0 else None
-            elif o.func in ("MIN", "MAX"):
-                out[o.label] = _number(vals[o.slots[0]]) if math.isfinite(vals[o.slots[0]]) \
-                    else None
-            else:
-                out[o.label] = _scaled(float(vals[o.slots[0]]), exp)
-        return out
+        return records
 
     # --- state ----------------------------------------------------------------------------
 
@@ -489,6 +454,60 @@ class TrendOperator:
         op.node_stale = np.array(snapshot["node_stale"], dtype=np.bool_)
         op.scal = np.array(snapshot["scal"], dtype=np.int64)
         return op
+
+
+def slot_kinds(plan: Plan) -> np.ndarray:
+    """How each value slot combines (kernel.ADD, SMALLEST or LARGEST)."""
+    return np.array([_KIND[s.role] for s in plan.slots], dtype=np.int64)
+
+
+def slot_identities(plan: Plan) -> np.ndarray:
+    """The value of each slot over no trends: 0 for counts and sums, ±inf for MIN/MAX."""
+    return np.array([_IDENT[k] for k in slot_kinds(plan)])
+
+
+def window_results(plan: Plan, name: str, records: list[Record]) -> list[TrendResult]:
+    """One result per window and GROUP-BY group, ordered by window start, then group; the
+    partitions of a group combine as in §2.3 (counts and sums add, MIN/MAX take the extreme)."""
+    kind = slot_kinds(plan)
+    group_index = [plan.partition_attrs.index(g) for g in plan.group_by]
+    by_window: dict[int, dict[tuple[Any, ...], tuple[np.ndarray, int]]] = {}
+    for k, key, vals, exp in records:
+        group = tuple(key[j] for j in group_index)
+        groups = by_window.setdefault(k, {})
+        if group in groups:
+            groups[group] = _merge(groups[group], (vals, exp), kind)
+        else:
+            groups[group] = (vals, exp)
+    results = []
+    for k in sorted(by_window):
+        groups = by_window[k]
+        for group in sorted(groups, key=_order):
+            results.append(TrendResult(
+                name,
+                None if not group else group[0] if len(group) == 1 else list(group),
+                k * plan.slide,
+                k * plan.slide + plan.size,
+                _values(plan, groups[group], dict(zip(plan.group_by, group, strict=True))),
+            ))
+    return results
+
+
+def _values(plan: Plan, scaled: tuple[np.ndarray, int], group: dict[str, Any]) -> dict[str, Any]:
+    vals, exp = scaled
+    out: dict[str, Any] = {}
+    for o in plan.outputs:
+        if o.group_attr is not None:
+            out[o.label] = group[o.group_attr]
+        elif o.func == "AVG":
+            total, count = vals[o.slots[0]], vals[o.slots[1]]
+            out[o.label] = float(total / count) if count > 0 else None
+        elif o.func in ("MIN", "MAX"):
+            out[o.label] = _number(vals[o.slots[0]]) if math.isfinite(vals[o.slots[0]]) \
+                else None
+        else:
+            out[o.label] = _scaled(float(vals[o.slots[0]]), exp)
+    return out
 
 
 def _factorize(column: np.ndarray) -> tuple[list[Any], np.ndarray]:

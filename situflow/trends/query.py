@@ -15,6 +15,7 @@ from situflow.lang.cogra import CograQuery, parse
 from situflow.lang.printer import expr_text
 from situflow.operator import QueryOptions
 from situflow.trends.analyze import Plan, analyze
+from situflow.trends.conjunction import ConjunctionOperator
 from situflow.trends.operator import Program, TrendOperator
 
 
@@ -23,17 +24,15 @@ class CompiledTrendQuery:
     """An immutable compiled COGRA query, shared by every operator instance."""
 
     tree: CograQuery
-    program: Program
+    plan: Plan
+    # One executor program per automaton: the plan's own, or one per side of a conjunction.
+    programs: tuple[Program, ...]
     options: QueryOptions
     language: str = field(default="cogra", init=False)
 
     @property
     def name(self) -> str:
         return self.options.name
-
-    @property
-    def plan(self) -> Plan:
-        return self.program.plan
 
     @property
     def query_id(self) -> str:
@@ -45,47 +44,66 @@ class CompiledTrendQuery:
     def describe(self) -> str:
         """The analyzer's decisions (Fig. 3): automaton, predicates, granularity, path."""
         plan = self.plan
-        # A variable with several positions (OR branches, unrolled lengths) gets #1, #2, ...
-        variables_seen = [p.variable for p in plan.positions]
-        names = [v if variables_seen.count(v) == 1 else f"{v}#{variables_seen[:i + 1].count(v)}"
-                 for i, v in enumerate(variables_seen)]
-
-        def variables(indexes: Any) -> str:
-            return "{" + ", ".join(names[i] for i in indexes) + "}"
-
-        lines = [
-            f"COGRA query {self.query_id[:12]}: {plan.semantics}",
-            f"granularity: {plan.granularity} (Table 5)",
-            f"executor: {plan.path}",
-            "start: " + variables(i for i, s in enumerate(plan.start) if s)
-            + ", end: " + variables(i for i, e in enumerate(plan.end) if e),
-        ]
-        for p, position in enumerate(plan.positions):
-            local = " AND ".join(expr_text(c) for c in position.local)
-            lines.append(f"  {names[p]} ({position.type_name}): predTypes "
-                         f"{variables(plan.pred_types(p))}" + (f", where {local}" if local else ""))
-        for (p, q), g in plan.guarded:
-            negation = plan.negations[g]
-            local = " AND ".join(expr_text(c) for c in negation.local)
-            lines.append(f"  negated: no {negation.type_name} {negation.variable} between "
-                         f"{names[p]} and {names[q]}" + (f" where {local}" if local else ""))
-        for atom in plan.atoms:
-            lines.append(f"  adjacent: {names[atom.prev]} -> {names[atom.next]}: "
-                         f"{expr_text(atom.prev_expr)} {atom.op} {expr_text(atom.next_expr)}")
+        lines = [f"COGRA query {self.query_id[:12]}: {plan.semantics}"]
+        if not plan.factors:
+            lines += _describe_automaton(plan)
+        else:
+            lines += [f"granularity: {plan.granularity}", f"executor: {plan.path}"]
+            for k, factor in enumerate(plan.factors, 1):
+                lines.append(f"side {k}:")
+                lines += ["  " + line for line in _describe_automaton(factor)]
         if plan.partition_attrs:
             lines.append("partitioned by " + ", ".join(plan.partition_attrs))
         lines.append(f"windows: [k*{plan.slide}, k*{plan.slide} + {plan.size}) time units")
         return "\n".join(lines)
 
-    def operator(self) -> TrendOperator:
-        return TrendOperator(self.program, self.name, self.query_id)
+    def operator(self) -> TrendOperator | ConjunctionOperator:
+        if self.plan.factors:
+            return ConjunctionOperator(self.plan, self.programs, self.name, self.query_id)
+        return TrendOperator(self.programs[0], self.name, self.query_id)
 
-    def restore(self, snapshot: dict[str, Any]) -> TrendOperator:
-        return TrendOperator.restore(self.program, self.name, self.query_id, snapshot)
+    def restore(self, snapshot: dict[str, Any]) -> TrendOperator | ConjunctionOperator:
+        if self.plan.factors:
+            return ConjunctionOperator.restore(self.plan, self.programs, self.name,
+                                               self.query_id, snapshot)
+        return TrendOperator.restore(self.programs[0], self.name, self.query_id, snapshot)
+
+
+def _describe_automaton(plan: Plan) -> list[str]:
+    """Granularity, executor path, start and end states, predicates of one automaton."""
+    # A variable with several positions (OR branches, unrolled lengths) gets #1, #2, ...
+    variables_seen = [p.variable for p in plan.positions]
+    names = [v if variables_seen.count(v) == 1 else f"{v}#{variables_seen[:i + 1].count(v)}"
+             for i, v in enumerate(variables_seen)]
+
+    def variables(indexes: Any) -> str:
+        return "{" + ", ".join(names[i] for i in indexes) + "}"
+
+    lines = [
+        f"granularity: {plan.granularity} (Table 5)",
+        f"executor: {plan.path}",
+        "start: " + variables(i for i, s in enumerate(plan.start) if s)
+        + ", end: " + variables(i for i, e in enumerate(plan.end) if e),
+    ]
+    for p, position in enumerate(plan.positions):
+        local = " AND ".join(expr_text(c) for c in position.local)
+        lines.append(f"  {names[p]} ({position.type_name}): predTypes "
+                     f"{variables(plan.pred_types(p))}" + (f", where {local}" if local else ""))
+    for (p, q), g in plan.guarded:
+        negation = plan.negations[g]
+        local = " AND ".join(expr_text(c) for c in negation.local)
+        lines.append(f"  negated: no {negation.type_name} {negation.variable} between "
+                     f"{names[p]} and {names[q]}" + (f" where {local}" if local else ""))
+    for atom in plan.atoms:
+        lines.append(f"  adjacent: {names[atom.prev]} -> {names[atom.next]}: "
+                     f"{expr_text(atom.prev_expr)} {atom.op} {expr_text(atom.next_expr)}")
+    return lines
 
 
 def compile(text: str, options: QueryOptions | None = None) -> CompiledTrendQuery:
     """Parse, validate and compile a COGRA query; raises ``QueryError`` with its position."""
     options = options or QueryOptions()
     tree = parse(text)
-    return CompiledTrendQuery(tree, Program.build(analyze(tree, options)), options)
+    plan = analyze(tree, options)
+    programs = tuple(Program.build(p) for p in plan.factors or (plan,))
+    return CompiledTrendQuery(tree, plan, programs, options)

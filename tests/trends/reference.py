@@ -10,14 +10,18 @@ with the executor but the parser:
   last event is in the trend;
 - Definition 2.9: predicates, grouping (partitions by ``[attrs]`` and GROUP-BY) and windows
   ``[k·slide, k·slide + size)`` (SEMANTICS.md);
-- Appendix C: ``OR`` adds the trends of its sides, ``SEQ(P*, Q) = SEQ(P+, Q) OR Q``,
-  ``LENGTH(A) >= m`` unrolls ``A+`` to ``SEQ(A, ..., A, A+)``, and ``SEQ(P, NOT N, Q)``
+- Appendix C: ``OR`` is the union of the trends of its sides, ``SEQ(P*, Q) = SEQ(P+, Q) OR
+  Q``, ``LENGTH(A) >= m`` unrolls ``A+`` to ``SEQ(A, ..., A, A+)``, and ``SEQ(P, NOT N, Q)``
   matches ``s1 : s2`` when no ``N`` event lies between ``s1``'s last and ``s2``'s first
-  event; that transition is then not an adjacency for skip-till-next-match either.
+  event; that transition is then not an adjacency for skip-till-next-match either;
+- Appendix C, conjunction (situflow's reading of GRETA): a match of ``P1 AND P2`` is a pair
+  of trends, one of each side, each judged by the semantics on its own, in one partition and
+  window; it is aggregated over the bindings of both trends.
 
 Stream order is the list order (events are given sorted by time, ties in sequence order). A
-trend is a tuple of (event index, pattern leaf) bindings; every occurrence of a variable in the
-rewritten pattern is its own leaf. Exponential by design: tiny inputs only.
+trend is a tuple of (event index, variable) bindings, and the trends of a pattern are a set;
+while it is built, every occurrence of a variable in the rewritten pattern is its own leaf.
+Exponential by design: tiny inputs only.
 """
 
 from __future__ import annotations
@@ -25,11 +29,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from situflow.lang import ast
 from situflow.lang.cogra import (
     Aggregate,
+    AndPattern,
     CograQuery,
     Equivalence,
     KleenePattern,
@@ -48,22 +54,103 @@ Trend = tuple[tuple[int, Any], ...]
 
 def evaluate(text: str, events: list[dict[str, Any]], type_field: str = "type") -> list[dict]:
     """The results ``situflow run`` must print for ``text`` on ``events`` (dicts with ``ts``)."""
-    query = parse(text)
-    ref = _Reference(query, events, type_field)
-    return ref.results()
+    return _Query(parse(text), events, type_field).results()
 
 
 def trends(text: str, events: list[dict[str, Any]], type_field: str = "type") -> list[Trend]:
-    """Every trend of the query's pattern, semantics and predicates, ignoring windows."""
-    ref = _Reference(parse(text), events, type_field)
-    out: list[Trend] = []
-    for members in ref.partitions().values():
-        out.extend(tuple((i, ref.var_of[leaf]) for i, leaf in t)
-                   for t in ref.partition_trends(members))
-    return out
+    """Every match of the query's pattern, semantics and predicates, ignoring windows: a
+    trend, or for ``P1 AND P2`` the bindings of a pair of trends."""
+    query = _Query(parse(text), events, type_field)
+    return [m for members in query.partitions().values() for m in query.matches(members)]
+
+
+class _Query:
+    """Definition 2.9 over the matches of the pattern: one trend of each side of ``AND``."""
+
+    def __init__(self, query: CograQuery, events: list[dict[str, Any]], type_field: str):
+        self.q = query
+        self.events = events
+        sides = query.pattern.items if isinstance(query.pattern, AndPattern) else (query.pattern,)
+        self.sides = [_Reference(replace(query, pattern=side), events, type_field)
+                      for side in sides]
+        self.equivalence = [a for c in query.where if isinstance(c, Equivalence) for a in c.attrs]
+        self.type_of = {v: t for ref in self.sides
+                        for v, t in zip(ref.var_of, ref.type_of, strict=True)}
+
+    def matches(self, members: list[int]) -> list[Trend]:
+        per_side = [list(dict.fromkeys(tuple((i, ref.var_of[leaf]) for i, leaf in t)
+                                       for t in ref.partition_trends(members)))
+                    for ref in self.sides]
+        return [tuple(b for t in combo for b in t) for combo in itertools.product(*per_side)]
+
+    def relevant(self, i: int) -> bool:
+        """Whether event ``i`` can take a position of the pattern."""
+        return any(ref.eligible(i, leaf) for ref in self.sides for leaf in range(len(ref.var_of)))
+
+    def partitions(self) -> dict[tuple[Any, ...], list[int]]:
+        attrs = list(dict.fromkeys(self.equivalence + list(self.q.group_by)))
+        parts: dict[tuple[Any, ...], list[int]] = {}
+        for i, e in enumerate(self.events):
+            parts.setdefault(tuple(e.get(a) for a in attrs), []).append(i)
+        return parts
+
+    def results(self) -> list[dict]:
+        size = _ticks(self.q.within)
+        slide = _ticks(self.q.slide) if self.q.slide else size
+        group_of = {i: tuple(e.get(g) for g in self.q.group_by) for i, e in enumerate(self.events)}
+        found = [t for members in self.partitions().values() for t in self.matches(members)]
+        last = max((e["ts"] for e in self.events), default=-1)
+        rows = []
+        k = 0
+        while k * slide <= last:
+            lo, hi = k * slide, k * slide + size
+            groups = sorted({group_of[i] for i, e in enumerate(self.events)
+                             if lo <= e["ts"] < hi and self.relevant(i)}, key=_group_order)
+            for g in groups:
+                inside = [t for t in found if group_of[t[0][0]] == g
+                          and all(lo <= self.events[i]["ts"] < hi for i, _ in t)]
+                rows.append({
+                    "group": None if not g else g[0] if len(g) == 1 else list(g),
+                    "window_start": lo, "window_end": hi,
+                    "values": self.aggregate(inside, dict(zip(self.q.group_by, g, strict=True))),
+                })
+            k += 1
+        return rows
+
+    def aggregate(self, found: list[Trend], group: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for item in self.q.returns:
+            if isinstance(item, ast.Ref):
+                out[item.name] = group[item.name]
+                continue
+            assert isinstance(item, Aggregate)
+            label = item.to_text()
+            if item.variable is None:
+                out[label] = len(found)
+                continue
+            names = ({item.variable} if item.variable in self.type_of else
+                     {v for v, t in self.type_of.items() if t == item.variable})
+            bound = [[i for i, v in t if v in names] for t in found]
+            if item.func == "COUNT":
+                out[label] = sum(len(b) for b in bound)
+                continue
+            raw = [self.events[i].get(item.attr or "") for b in bound for i in b]
+            flat: list[float] = [x for x in raw if isinstance(x, int | float) and not math.isnan(x)]
+            if item.func == "SUM":
+                out[label] = sum(flat)
+            elif item.func == "MIN":
+                out[label] = min(flat) if flat else None
+            elif item.func == "MAX":
+                out[label] = max(flat) if flat else None
+            else:
+                count = sum(len(b) for b in bound)
+                out[label] = sum(flat) / count if count else None
+        return out
 
 
 class _Reference:
+    """The trends of one pattern without AND (Definitions 2.4, 2.6, 2.8, Appendix C)."""
+
     def __init__(self, query: CograQuery, events: list[dict[str, Any]], type_field: str):
         self.q = query
         self.events = events
@@ -71,11 +158,9 @@ class _Reference:
         # Local predicates see (event, None); adjacent ones (earlier event, later event).
         self.local: dict[str, list[Callable[[Any], Any]]] = {}
         self.adjacent: list[tuple[str, str, Callable[[Any], Any]]] = []
-        self.equivalence: list[str] = []
         self.lengths: dict[str, int] = {}
         for c in query.where:
             if isinstance(c, Equivalence):
-                self.equivalence += list(c.attrs)
                 continue
             if isinstance(c, ast.Binary) and isinstance(c.left, LengthRef):
                 assert isinstance(c.right, ast.Literal) and isinstance(c.right.value, int)
@@ -246,72 +331,6 @@ class _Reference:
             return True
         return any(self.eligible(k, leaf) for leaf in range(len(self.var_of))) or any(
             self.matches(k, t, v) for v, t in self.negated.items())
-
-    def partitions(self) -> dict[tuple[Any, ...], list[int]]:
-        attrs = list(dict.fromkeys(self.equivalence + list(self.q.group_by)))
-        parts: dict[tuple[Any, ...], list[int]] = {}
-        for i, e in enumerate(self.events):
-            parts.setdefault(tuple(e.get(a) for a in attrs), []).append(i)
-        return parts
-
-    # --- aggregation --------------------------------------------------------------------
-
-    def results(self) -> list[dict]:
-        size = _ticks(self.q.within)
-        slide = _ticks(self.q.slide) if self.q.slide else size
-        group_of = {i: tuple(e.get(g) for g in self.q.group_by) for i, e in enumerate(self.events)}
-        all_trends = [t for members in self.partitions().values()
-                      for t in self.partition_trends(members)]
-        last = max((e["ts"] for e in self.events), default=-1)
-        rows = []
-        k = 0
-        while k * slide <= last:
-            lo, hi = k * slide, k * slide + size
-            groups = sorted({group_of[i] for i, e in enumerate(self.events)
-                             if lo <= e["ts"] < hi and any(self.eligible(i, leaf)
-                                                            for leaf in range(len(self.var_of)))},
-                            key=_group_order)
-            for g in groups:
-                inside = [t for t in all_trends if group_of[t[0][0]] == g
-                          and all(lo <= self.events[i]["ts"] < hi for i, _ in t)]
-                rows.append({
-                    "group": None if not g else g[0] if len(g) == 1 else list(g),
-                    "window_start": lo, "window_end": hi,
-                    "values": self.aggregate(inside, dict(zip(self.q.group_by, g, strict=True))),
-                })
-            k += 1
-        return rows
-
-    def aggregate(self, found: list[Trend], group: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for item in self.q.returns:
-            if isinstance(item, ast.Ref):
-                out[item.name] = group[item.name]
-                continue
-            assert isinstance(item, Aggregate)
-            label = item.to_text()
-            if item.variable is None:
-                out[label] = len(found)
-                continue
-            names = ({item.variable} if item.variable in self.var_of else
-                     {v for v, t in zip(self.var_of, self.type_of, strict=True)
-                      if t == item.variable})
-            bound = [[i for i, leaf in t if self.var_of[leaf] in names] for t in found]
-            if item.func == "COUNT":
-                out[label] = sum(len(b) for b in bound)
-                continue
-            raw = [self.events[i].get(item.attr or "") for b in bound for i in b]
-            flat: list[float] = [x for x in raw if isinstance(x, int | float) and not math.isnan(x)]
-            if item.func == "SUM":
-                out[label] = sum(flat)
-            elif item.func == "MIN":
-                out[label] = min(flat) if flat else None
-            elif item.func == "MAX":
-                out[label] = max(flat) if flat else None
-            else:
-                count = sum(len(b) for b in bound)
-                out[label] = sum(flat) / count if count else None
-        return out
 
 
 def _group_order(group: tuple[Any, ...]) -> list[tuple[int, Any]]:
