@@ -41,12 +41,13 @@ def compile_query(text: str, options: QueryOptions | None = None) -> CompiledQue
 
 
 def partition_attributes(query: CompiledQuery) -> tuple[str, ...]:
-    """The attributes that split ``query``'s stream into independent partitions: TPStream's
-    ``PARTITION BY``, SASE+'s ``[attr]`` tests and ``PARTITION BY``, COGRA's equivalence
-    predicates and ``GROUP-BY``. Events that differ in one of them never meet in a result."""
+    """The attributes that split ``query``'s stream into independent parts: events that differ
+    in one of them never meet in a result. TPStream's ``PARTITION BY``; SASE+'s ``[attr]``
+    tests and ``PARTITION BY``; COGRA's ``GROUP-BY`` only, since a group's aggregate sums the
+    trends of every equivalence partition in it."""
     compiled: Any = query
     if query.language == "tpstream":
         return tuple(compiled.partition_by)
     if query.language == "sase":
-        return tuple(compiled.ast.partition_attrs)
-    return tuple(compiled.plan.partition_attrs)
+        return tuple(compiled.ast.partition_attrs())
+    return tuple(compiled.plan.group_by)

@@ -1,15 +1,17 @@
-"""The K-slack service: raw ``<stream>`` → ``<stream>.ordered`` in event-time order per key.
+"""The K-slack service: raw ``<stream>`` → ``<stream>.ordered``, in event-time order per partition.
 
 Reads events as JSON (one per message) or Arrow IPC (many per message; ARCHITECTURE.md transport
-contract), reorders each partition key's events with :class:`situflow.kslack.KSlack`
+contract), reorders each input partition's events with :class:`situflow.kslack.KSlack`
 (SEMANTICS.md, K-slack) and writes them to the *same partition number* of ``<stream>.ordered``
-as Arrow IPC batches, so downstream state stays co-partitioned with the input. Every released
+as Arrow IPC batches, so downstream state stays co-partitioned with the input. The order is per
+Kafka partition, not per key, because downstream each partition has one operator over all its
+keys, whose windows and run expiry follow one event-time clock. Every released
 event carries its input position in the :data:`topics.catalog.SEQ_FIELD` column. Events older
 than what was already released go to ``<stream>.late`` (a JSON message unchanged, the late rows
 of an Arrow message as an Arrow message); messages that do not decode go, unchanged, to
 ``<stream>.dlq`` with the reason in the headers. No input stops the service.
 
-State: per input partition, the K-slack buffers of its keys, the events released but not yet
+State: per input partition, its K-slack buffer, the events released but not yet
 sent, and the last input offset processed, checkpointed to the ``buffers`` table (RocksDB,
 changelogged) as :mod:`workers.partitions` explains. A redelivered message at or before that
 offset is skipped. Replaying the input after a restart releases the same events in the same
@@ -17,12 +19,12 @@ order, so downstream recognises repeats by position; the one decision that depen
 the idle flush, is checkpointed before its events are sent.
 
 Producers must key input messages so that one partition key stays in one partition (the
-catalog's ``key_fields``): a key seen in two partitions gets two independent buffers.
+catalog's ``key_fields``): the evaluating services keep a key's state in its partition.
 
 Idle timeout (SEMANTICS.md: "an idle timeout and the end of input flush the buffer"): a tick on
 a partition that saw no input for ``SITUFLOW_IDLE_TIMEOUT`` seconds, and whose input is all
-consumed, releases every buffered event of that partition. Later events of those keys are then
-late, as the semantics say.
+consumed, releases every buffered event of that partition. Later events of that partition are
+then late, as the semantics say.
 
 Settings (besides :mod:`workers.app`): ``SITUFLOW_SLACK`` (K, in event-time units; default 0)
 and ``SITUFLOW_IDLE_TIMEOUT`` (seconds; default 5). Run: ``python -m workers.kslack worker``.
@@ -85,7 +87,7 @@ dlq = app.topic(DLQ, key_serializer="raw", value_serializer="raw")
 
 @dataclass
 class Buffer:
-    """One input partition: its keys' K-slack buffers of ``[seq, event]`` items."""
+    """One input partition: its K-slack buffer of ``[seq, event]`` items."""
 
     kslack: KSlack[list[Any]]
     offset: int = -1  # the last input offset processed
@@ -152,7 +154,8 @@ async def reorder_message(buffer: Buffer, event: Any) -> list[Any]:
             records = arrow_events.events_from_batch(batch)
         else:
             records = [decode_event(event.value, time_field=STREAM.time_field)]
-        keys = [partition_key(record) for record in records]
+        for record in records:
+            check_partition_key(record)
     except InputError as error:
         metrics.dlq("kslack", DLQ).inc()
         return [await dlq.send(key=event.key, value=event.value,
@@ -160,8 +163,8 @@ async def reorder_message(buffer: Buffer, event: Any) -> list[Any]:
     metrics.events_in("kslack", RAW).inc(len(records))
     too_late: list[dict[str, Any]] = []
     base = message.offset << ROW_BITS
-    for row, (record, key) in enumerate(zip(records, keys, strict=True)):
-        released, late_items = buffer.kslack.push(key, record[STREAM.time_field],
+    for row, record in enumerate(records):
+        released, late_items = buffer.kslack.push(None, record[STREAM.time_field],
                                                   [base | row, record])
         buffer.outbox.extend(released)
         too_late.extend(record for _, record in late_items)
@@ -175,12 +178,11 @@ async def reorder_message(buffer: Buffer, event: Any) -> list[Any]:
                             headers=headers)]
 
 
-def partition_key(event: dict[str, Any]) -> tuple[Any, ...]:
-    """The key fields' values; raises InputError when one is missing."""
-    try:
-        return tuple(event[f] for f in STREAM.key_fields)
-    except KeyError as missing:
-        raise InputError(f"missing partition attribute {missing}") from None
+def check_partition_key(event: dict[str, Any]) -> None:
+    """Raise InputError when a key field is missing: downstream state is split by them."""
+    for name in STREAM.key_fields:
+        if name not in event:
+            raise InputError(f"missing partition attribute {name!r}")
 
 
 async def send_ordered(partition: int, buffer: Buffer) -> list[Any]:

@@ -89,8 +89,12 @@ def check_schema(actual: pa.Schema, expected: pa.Schema) -> None:
 def batch_from_events(
     events: Sequence[Mapping[str, Any]], schema: pa.Schema | None = None
 ) -> pa.RecordBatch:
-    """A RecordBatch of event dicts (types inferred unless ``schema`` is given)."""
+    """A RecordBatch of event dicts (types inferred unless ``schema`` is given). Every
+    attribute any event has is a column, null where an event lacks it."""
     try:
+        if schema is None:
+            names = dict.fromkeys(name for event in events for name in event)
+            return pa.RecordBatch.from_pydict({n: [e.get(n) for e in events] for n in names})
         return pa.RecordBatch.from_pylist(list(events), schema=schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise InputError(f"events do not fit the Arrow schema: {exc}") from None

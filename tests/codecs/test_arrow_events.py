@@ -81,6 +81,13 @@ def test_extra_columns_are_kept() -> None:
     ]
 
 
+def test_every_attribute_of_any_event_is_a_column() -> None:
+    """Events of one stream may carry different attributes (a close event has no price): the
+    batch has them all, null where an event lacks one."""
+    batch = batch_from_events([{"ts": 1, "a": 1}, {"ts": 2, "a": 2, "b": 5}])
+    assert events_from_batch(batch) == [{"ts": 1, "a": 1, "b": None}, {"ts": 2, "a": 2, "b": 5}]
+
+
 BAD = [
     # (message, reason)
     (encode_batch(pa.RecordBatch.from_pydict({"car": ["A"]})), "missing event-time field 'ts'"),

@@ -11,26 +11,31 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.structs import ConsumerRecord
-from prometheus_client.parser import text_string_to_metric_families
 
-from situflow.datagen.cars import car_columns
-from situflow.results import result_id
 from situflow.codecs.arrow_events import decode_batch, events_from_batch, is_arrow
+from tests.integration.helpers import (
+    arrival_order,
+    car_events,
+    deduplicated_results,
+    keyed,
+    metric_families,
+    metrics,
+    oracle,
+    produce,
+    read_topic,
+    total,
+    wait_until,
+)
 from topics.catalog import DLQ_REASON_HEADER, SEQ_FIELD, StreamSpec, stream_topics
 from workers.settings import KafkaSettings
-from workers.up import REPO_ROOT, Pipeline, ServiceProcess
+from workers.up import REPO_ROOT, Pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -60,93 +65,12 @@ SERVICE_METRICS = {
 }
 
 
-def in_order_events(events: int = EVENTS, cars: int = CARS) -> list[dict[str, Any]]:
-    columns = car_columns(events, cars, SEED)
-    names = list(columns)
-    return [dict(zip(names, row, strict=True))
-            for row in zip(*(columns[n].tolist() for n in names), strict=True)]
-
-
-def arrival_order(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each event delayed by 0..K ticks: no event arrives more than K behind the latest time
-    seen before it, so K-slack restores the exact order of every car."""
-    jitter = np.random.default_rng(SEED).integers(0, SLACK + 1, len(events))
-    order = sorted(range(len(events)), key=lambda i: (events[i]["ts"] + jitter[i], i))
-    return [events[i] for i in order]
-
-
-def oracle(events: list[dict[str, Any]], name: str, tmp_path: Path) -> dict[str, dict[str, Any]]:
-    """``situflow run`` (the CLI contract) on the in-order events, keyed by result id."""
-    source, output = tmp_path / "in-order.jsonl", tmp_path / "expected.jsonl"
-    source.write_text("".join(json.dumps(e) + "\n" for e in events))
-    subprocess.run([sys.executable, "-m", "situflow.cli", "run", str(QUERY), "--input",
-                    str(source), "--output", str(output), "--name", name],
-                   check=True, cwd=REPO_ROOT, timeout=120)
-    results = [json.loads(line) for line in output.read_text().splitlines()]
-    return {result_id(r["query"], r["key"], r["bindings"]): r for r in results}
-
-
-async def produce(kafka: KafkaSettings, topic: str,
-                  messages: list[tuple[bytes, bytes | None]]) -> None:
-    async with AIOKafkaProducer(**kafka.client_kwargs(), linger_ms=5) as producer:
-        sent = [await producer.send(topic, value, key=key) for key, value in messages]
-        await asyncio.gather(*sent)
-
-
-async def read_topic(kafka: KafkaSettings, topic: str) -> list[ConsumerRecord[bytes, bytes]]:
-    """Every record now in ``topic`` (the services write one record per batch, so the
-    broker's end offsets are exact; see test_broker.py)."""
-    async with AIOKafkaConsumer(**kafka.client_kwargs(), enable_auto_commit=False) as consumer:
-        await consumer.topics()  # loads the metadata partitions_for_topic reads
-        partitions = [TopicPartition(topic, p)
-                      for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        ends = await consumer.end_offsets(partitions)
-        records: list[ConsumerRecord[bytes, bytes]] = []
-        async with asyncio.timeout(30):
-            while any([await consumer.position(tp) < ends[tp] for tp in partitions]):
-                for batch in (await consumer.getmany(timeout_ms=500)).values():
-                    records.extend(batch)
-        return records
-
-
-def metric_families(service: ServiceProcess) -> set[str]:
-    return {family.name for family in
-            text_string_to_metric_families(service.get("/metrics").decode())}
-
-
-def metrics(service: ServiceProcess) -> dict[str, float]:
-    """``name{label=value,...}`` → value of every sample on the service's ``/metrics`` page."""
-    text = service.get("/metrics").decode()
-    return {
-        sample.name + "{" + ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items())) + "}":
-        sample.value
-        for family in text_string_to_metric_families(text) for sample in family.samples
-    }
-
-
-def total(values: dict[str, float], name: str) -> float:
-    return sum(v for k, v in values.items() if k.split("{")[0] == name)
+def in_order_events() -> list[dict[str, Any]]:
+    return car_events(EVENTS, CARS, SEED)
 
 
 def message(event: dict[str, Any]) -> tuple[bytes, bytes]:
-    """A producer's message: keyed by the partition attribute, as the catalog asks."""
-    return json.dumps([event["car_id"]]).encode(), json.dumps(event).encode()
-
-
-def deduplicated_results(kafka: KafkaSettings, topic: str) -> dict[str, dict[str, Any]]:
-    """The results in ``topic`` by id, as an at-least-once consumer keeps them."""
-    results = [json.loads(r.value) for r in asyncio.run(read_topic(kafka, topic))]
-    return {v.pop("id"): v for v in results}
-
-
-def wait_until(condition: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.25)
+    return keyed(event, ("car_id",))
 
 
 @pytest.fixture
@@ -168,8 +92,8 @@ def test_services_killed_mid_stream_resume_from_their_state_and_lose_no_result(
     assert kafka is not None
     raw = stream_topics(pipeline.stream)[0].name
     events = in_order_events()
-    expected = oracle(events, pipeline.query_name, tmp_path)
-    messages = [message(e) for e in arrival_order(events)]
+    expected = oracle(QUERY, events, pipeline.query_name, tmp_path)
+    messages = [message(e) for e in arrival_order(events, SLACK, SEED)]
     half = len(messages) // 2
 
     asyncio.run(produce(kafka, raw, messages[:half]))
@@ -200,10 +124,10 @@ def test_out_of_order_cars_give_the_in_order_results_with_late_and_bad_messages_
     assert kafka is not None
     raw, ordered, late, dlq = (spec.name for spec in stream_topics(pipeline.stream))
     events = in_order_events()
-    expected = oracle(events, pipeline.query_name, tmp_path)
+    expected = oracle(QUERY, events, pipeline.query_name, tmp_path)
     assert len(expected) >= 5, "the data set should exercise the query"
 
-    messages = [message(e) for e in arrival_order(events)]
+    messages = [message(e) for e in arrival_order(events, SLACK, SEED)]
     late_messages = [message(e) for e in LATE]
     bad_messages = [(b"[1]", value) for value, _ in MALFORMED]
     # Late events come when their cars have released far past ts=10; bad ones anywhere.

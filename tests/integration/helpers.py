@@ -1,0 +1,237 @@
+"""What the end-to-end tests share: data, the ``situflow run`` oracle, producing to and reading
+topics of the real broker, the services' ``/metrics`` pages and bounded waits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.structs import ConsumerRecord
+from prometheus_client.parser import text_string_to_metric_families
+
+from situflow.datagen.cars import car_columns
+from situflow.results import result_id
+from topics.catalog import stream_topics
+from workers.evaluation import RESULT_ID_HEADER
+from workers.settings import KafkaSettings
+from workers.up import REPO_ROOT, Pipeline, ServiceProcess
+
+Headers = list[tuple[str, bytes]]
+#: A producer's message: ``(key, value)`` or ``(key, value, headers)``; a None value is a
+#: tombstone.
+Message = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Headers | None]
+#: Larger than the JSON codec's 1 MiB limit, so that oversized events reach the services.
+MAX_REQUEST_BYTES = 4 << 20
+
+
+def unique_prefix() -> str:
+    """A topic prefix no other test run uses (conftest's ``topic_prefix``, for fixtures that
+    outlive one test)."""
+    return f"it-{uuid.uuid4().hex[:10]}"
+
+
+@dataclass
+class Produced:
+    """A test module's pipeline, and the events and messages produced to its input topic."""
+
+    pipeline: Pipeline
+    kafka: KafkaSettings
+    events: list[dict[str, Any]]
+    messages: list[Message]
+
+
+def car_events(events: int, cars: int, seed: int) -> list[dict[str, Any]]:
+    """The generated car stream (one reading per car and second), in time order."""
+    columns = car_columns(events, cars, seed)
+    names = list(columns)
+    return [dict(zip(names, row, strict=True))
+            for row in zip(*(columns[n].tolist() for n in names), strict=True)]
+
+
+def arrival_order(events: list[dict[str, Any]], slack: int, seed: int) -> list[dict[str, Any]]:
+    """Each event delayed by 0..K ticks: no event arrives more than K behind the latest time
+    seen before it, so K-slack restores the exact order of every key (event times are unique
+    per key)."""
+    jitter = np.random.default_rng(seed).integers(0, slack + 1, len(events))
+    order = sorted(range(len(events)), key=lambda i: (events[i]["ts"] + jitter[i], i))
+    return [events[i] for i in order]
+
+
+def keyed(event: dict[str, Any], key_fields: Sequence[str]) -> tuple[bytes, bytes]:
+    """A producer's JSON message: keyed by the partition attributes, as the catalog asks."""
+    return json.dumps([event[f] for f in key_fields]).encode(), json.dumps(event).encode()
+
+
+def run_cli(query: Path, events: list[dict[str, Any]], name: str,
+            tmp_path: Path) -> list[dict[str, Any]]:
+    """``situflow run`` (the CLI contract) on ``events``, in file order: its result lines."""
+    source, output = tmp_path / f"{name}-input.jsonl", tmp_path / f"{name}-expected.jsonl"
+    source.write_text("".join(json.dumps(e) + "\n" for e in events))
+    subprocess.run([sys.executable, "-m", "situflow.cli", "run", str(query), "--input",
+                    str(source), "--output", str(output), "--name", name],
+                   check=True, cwd=REPO_ROOT, timeout=300)
+    return [json.loads(line) for line in output.read_text().splitlines()]
+
+
+def id_of(result: dict[str, Any]) -> str:
+    """The deterministic id of a result line of ``situflow run`` (the services send it along)."""
+    if "bindings" in result:
+        return result_id(result["query"], result["key"], result["bindings"])
+    return result_id(result["query"], result["group"],
+                     [result["window_start"], result["window_end"]])
+
+
+def oracle(query: Path, events: list[dict[str, Any]], name: str,
+           tmp_path: Path) -> dict[str, dict[str, Any]]:
+    """``situflow run`` on ``events``, keyed by result id."""
+    return {id_of(r): r for r in run_cli(query, events, name, tmp_path)}
+
+
+async def produce(kafka: KafkaSettings, topic: str, messages: Sequence[Message]) -> None:
+    async with AIOKafkaProducer(**kafka.client_kwargs(), linger_ms=5,
+                                max_request_size=MAX_REQUEST_BYTES) as producer:
+        sent = []
+        for key, value, *headers in messages:
+            sent.append(await producer.send(topic, value, key=key,
+                                            headers=headers[0] if headers else None))
+        await asyncio.gather(*sent)
+
+
+async def read_topic(kafka: KafkaSettings, topic: str) -> list[ConsumerRecord[bytes, bytes]]:
+    """Every record now in ``topic`` (the services write one record per batch, so the
+    broker's end offsets are exact; see test_broker.py)."""
+    async with AIOKafkaConsumer(**kafka.client_kwargs(), enable_auto_commit=False,
+                                max_partition_fetch_bytes=MAX_REQUEST_BYTES) as consumer:
+        await consumer.topics()  # loads the metadata partitions_for_topic reads
+        partitions = [TopicPartition(topic, p)
+                      for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        ends = await consumer.end_offsets(partitions)
+        records: list[ConsumerRecord[bytes, bytes]] = []
+        async with asyncio.timeout(30):
+            while any([await consumer.position(tp) < ends[tp] for tp in partitions]):
+                for batch in (await consumer.getmany(timeout_ms=500)).values():
+                    records.extend(batch)
+        return records
+
+
+def deduplicated_results(kafka: KafkaSettings, topic: str) -> dict[str, dict[str, Any]]:
+    """The results in ``topic`` by id, as an at-least-once consumer keeps them."""
+    results = [json.loads(r.value) for r in asyncio.run(read_topic(kafka, topic))]
+    return {v.pop("id"): v for v in results}
+
+
+def metric_families(service: ServiceProcess) -> set[str]:
+    return {family.name for family in
+            text_string_to_metric_families(service.get("/metrics").decode())}
+
+
+def metrics(service: ServiceProcess) -> dict[str, float]:
+    """``name{label=value,...}`` → value of every sample on the service's ``/metrics`` page."""
+    text = service.get("/metrics").decode()
+    return {
+        sample.name + "{" + ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items())) + "}":
+        sample.value
+        for family in text_string_to_metric_families(text) for sample in family.samples
+    }
+
+
+def total(values: dict[str, float], name: str, **labels: str) -> float:
+    """The sum of the samples of ``name`` that carry ``labels``."""
+    return sum(v for k, v in values.items()
+               if k.split("{")[0] == name and labels.items() <= sample_labels(k).items())
+
+
+def eventually(condition: Callable[[], Any], timeout: float) -> bool:
+    """Whether ``condition()`` holds within ``timeout`` seconds (polled)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.25)
+    return True
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> None:
+    if not eventually(condition, timeout):
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+async def record_count(kafka: KafkaSettings, topic: str) -> int:
+    """How many records ``topic`` holds now (0 if it does not exist yet)."""
+    async with AIOKafkaConsumer(**kafka.client_kwargs(), enable_auto_commit=False) as consumer:
+        await consumer.topics()
+        partitions = [TopicPartition(topic, p)
+                      for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        if not partitions:
+            return 0
+        starts = await consumer.beginning_offsets(partitions)
+        ends = await consumer.end_offsets(partitions)
+        return sum(ends[tp] - starts[tp] for tp in partitions)
+
+
+def wait_until_evaluated(pipeline: Pipeline, events: int, timeout: float = 120.0) -> None:
+    """Until K-slack has released ``events`` events, every other service has evaluated every
+    message K-slack sent, and every record a service counts as sent (output, dead letter) is
+    in its topic."""
+    kafka, kslack = pipeline.kafka, pipeline.services["kslack"]
+    assert kafka is not None
+    ordered = stream_topics(pipeline.stream)[1].name
+    wait_until(lambda: total(metrics(kslack), "situflow_events_out_total") >= events, timeout,
+               f"K-slack to release all {events} events")
+    sent = total(metrics(kslack), "situflow_messages_out_total", topic=ordered)
+    for name, service in pipeline.services.items():
+        if name != "kslack":
+            wait_until(lambda: evaluated(service) >= sent, timeout,  # noqa: B023 (runs now)
+                       f"{name} to evaluate the {sent:.0f} messages of {ordered}")
+    for name, service in pipeline.services.items():
+        for sample, count in metrics(service).items():
+            if sample.split("{")[0] in ("situflow_messages_out_total",
+                                        "situflow_dlq_messages_total"):
+                topic = sample_labels(sample)["topic"]
+                wait_until(lambda: asyncio.run(record_count(kafka, topic)) >= count,  # noqa: B023
+                           timeout, f"the {count:.0f} records {name} sent to reach {topic}")
+
+
+def evaluated(service: ServiceProcess) -> float:
+    """How many input messages ``service`` has evaluated (observed the latency of)."""
+    return total(metrics(service), "situflow_processing_latency_seconds_count")
+
+
+def sample_labels(sample: str) -> dict[str, str]:
+    """The labels of a ``name{label=value,...}`` key of :func:`metrics`."""
+    inner = sample[:-1].split("{", 1)[1]
+    return dict(pair.split("=", 1) for pair in inner.split(",") if pair)
+
+
+def canonical(result: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in result.items() if k != "id"}, sort_keys=True)
+
+
+def assert_same_results(records: Sequence[ConsumerRecord[bytes, bytes]],
+                        expected: Sequence[dict[str, Any]]) -> None:
+    """The records of a result topic are ``expected`` (result lines of ``situflow run``): as a
+    multiset, and after de-duplication by result id; each carries its own id, in its value and
+    in the ``situflow.result.id`` header."""
+    found = [json.loads(r.value) for r in records]
+    for record, value in zip(records, found, strict=True):
+        assert value["id"] == id_of(value) == dict(record.headers)[RESULT_ID_HEADER].decode()
+    have, want = Counter(map(canonical, found)), Counter(map(canonical, expected))
+    missing, extra = want - have, have - want
+    assert not missing and not extra, (
+        f"{missing.total()} of {want.total()} expected results missing, {extra.total()} "
+        f"unexpected; first missing: {next(iter(missing), None)}; first unexpected: "
+        f"{next(iter(extra), None)}")
+    assert {v.pop("id"): v for v in found} == {id_of(r): r for r in expected}
