@@ -19,6 +19,7 @@ from enum import Enum
 from typing import Any
 
 from situflow.lang.sase import SaseQuery
+from situflow.nfa.programs import Program
 from situflow.nfa.selection import Selection
 from situflow.nfa.values import Values
 
@@ -148,6 +149,10 @@ class EdgeTest:
     scalar: tuple[ScalarTest, ...]
     # Conjuncts on a constant index v[k] (k > 1), checked when the k-th event is selected.
     guarded: tuple[tuple[int, ScalarTest], ...] = ()
+    # ``scalar`` and ``guarded`` as postfix programs (None: some conjunct has none, and the
+    # compiled loop does not run the query).
+    programs: tuple[Program, ...] | None = None
+    guarded_programs: tuple[tuple[int, Program], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,8 @@ class ComponentProgram:
     update: Callable[[tuple[Any, ...], tuple[Any, ...], int], tuple[Any, ...]]
     # V column holding the length of a Kleene component; -1 for singletons.
     length_slot: int
+    # ``proceed`` as postfix programs (None: some conjunct has none).
+    proceed_programs: tuple[Program, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any
 from situflow.errors import SituflowError
 from situflow.events import EventBatch
 from situflow.nfa.automaton import Automaton, StateKind
-from situflow.nfa.transitions import MISSING, Env, moves, prepare
+from situflow.nfa.transitions import MISSING, Env, moves, prepare, state_steps
 
 # A postponed run: state, V, selected (component, event index) pairs, next position, start time.
 _Run = tuple[int, tuple[Any, ...], tuple[tuple[int, int], ...], int, int]
@@ -32,6 +32,7 @@ class BacktrackMatcher:
         self.automaton = automaton
         self.reads = 0
         self._env = Env()
+        self._steps = state_steps(automaton)
 
     def run(self, batch: EventBatch) -> list[dict[str, list[Any]]]:
         """Every match in ``batch`` (one bounded stream), as ``{variable: [event ids]}``."""
@@ -73,7 +74,9 @@ class BacktrackMatcher:
             if a.selection.global_contiguity and j != events[position - 1] + 1:
                 return
             env.row = p.row(j)
-            selects, proceeds, ignores = moves(a, state, v, j, p, env)
+            step = self._steps[state]
+            assert step is not None
+            selects, proceeds, ignores = moves(step, v, j, p, env)
             st = a.states[state]
             comp = a.components[st.component]
             branches: list[_Run] = []

@@ -66,8 +66,9 @@ from situflow.nfa.automaton import (
     negate,
 )
 from situflow.nfa.matches import match_resolver
+from situflow.nfa.programs import NotNumeric, Program, Reference, compile_program, getters
 from situflow.nfa.selection import SELECTIONS
-from situflow.nfa.values import NAN, SlotKind, ValueLayout, Values
+from situflow.nfa.values import SlotKind, ValueLayout, Values
 
 
 def compile_automaton(query: SaseQuery, time_unit: float = 1.0) -> Automaton:
@@ -205,14 +206,16 @@ class _Compiler:
             begin = self._edge_test(c, k, BEGIN, pl.begin, [], reads[begin_states[k]])
             take = None
             proceed: tuple[Callable[[Any], Any], ...] = ()
+            proceed_programs: tuple[Program, ...] | None = ()
             if c.kleene:
                 it = iterate_states[k]
                 length = self.layout.slot(SlotKind.LEN, k)
                 take = self._edge_test(c, k, TAKE, pl.take, pl.guarded, reads[it])
                 proceed = tuple(self._scalar(x, k, PROCEED, reads[it]) for x in pl.proceed)
+                proceed_programs = self._programs(pl.proceed, k, PROCEED, reads[it])
                 if pl.guarded:
                     reads[it].add(length)
-            tests.append((begin, take, proceed))
+            tests.append((begin, take, proceed, proceed_programs))
         # Reading v[k] needs the length of v to know when the k-th event comes (merge masks).
         for slot in self.layout.slots:
             if slot.kind is SlotKind.NTH and iterate_states[slot.component] >= 0:
@@ -226,22 +229,39 @@ class _Compiler:
                 iterate_state=iterate_states[k], begin=begin, take=take, proceed=proceed,
                 update=values.updater(k),
                 length_slot=self.layout.slot(SlotKind.LEN, k) if c.kleene else -1,
+                proceed_programs=proceed_programs,
             )
-            for k, (c, (begin, take, proceed)) in enumerate(zip(self.positives, tests, strict=True))
+            for k, (c, (begin, take, proceed, proceed_programs))
+            in enumerate(zip(self.positives, tests, strict=True))
         ]
         return programs, reads, values
 
     def _edge_test(self, c: Component, k: int, stage: int, conjuncts: list[ast.Node],
                    guarded: list[tuple[int, ast.Node]], reads: set[int]) -> EdgeTest:
         vector: list[Callable[[Any], Any]] = []
-        scalar: list[Callable[[Any], Any]] = []
+        on_runs: list[ast.Node] = []
         for x in conjuncts:
             if self._on_current_event(x, k, stage):
                 vector.append(compile_vector(x, self._vector_resolve))
             else:
-                scalar.append(self._scalar(x, k, stage, reads))
+                on_runs.append(x)
+        scalar = [self._scalar(x, k, stage, reads) for x in on_runs]
         checked = tuple((kk, self._scalar(x, k, TAKE, reads)) for kk, x in guarded)
-        return EdgeTest(c.type_name, tuple(vector), tuple(scalar), checked)
+        programs = self._programs(on_runs, k, stage, reads)
+        guarded_programs = self._programs([x for _, x in guarded], k, TAKE, reads)
+        return EdgeTest(c.type_name, tuple(vector), tuple(scalar), checked, programs,
+                        None if guarded_programs is None else tuple(
+                            (kk, g) for (kk, _), g in zip(guarded, guarded_programs, strict=True)))
+
+    def _programs(self, conjuncts: list[ast.Node], k: int, stage: int,
+                  reads: set[int]) -> tuple[Program, ...] | None:
+        out = []
+        for x in conjuncts:
+            program = self._program(x, k, stage, reads)
+            if program is None:
+                return None
+            out.append(program)
+        return tuple(out)
 
     def _on_current_event(self, expr: ast.Node, k: int, stage: int) -> bool:
         """Whether a conjunct reads only the event being selected (then it is vectorized)."""
@@ -260,7 +280,14 @@ class _Compiler:
         return True
 
     def _scalar(self, expr: ast.Node, k: int, stage: int, reads: set[int]) -> Callable[[Any], Any]:
-        return compile_scalar(expr, self._run_resolver(k, stage, reads))
+        return compile_scalar(expr, self._run_getter(k, stage, reads))
+
+    def _program(self, expr: ast.Node, k: int, stage: int, reads: set[int]) -> Program | None:
+        """The conjunct as a postfix program for the compiled loop, if it has one."""
+        try:
+            return compile_program(expr, self._run_reference(k, stage, reads))
+        except NotNumeric:
+            return None
 
     def _vector_resolve(self, node: ast.Node) -> Getter:
         if isinstance(node, ast.Ref):
@@ -271,30 +298,31 @@ class _Compiler:
             raise TypeError(f"{type(node).__name__} is not a value of the current event")
         return lambda cols: cols[name]
 
-    def _run_resolver(self, k: int, stage: int, reads: set[int]) -> Callable[[ast.Node], Getter]:
-        """Getters for a conjunct on an edge of component ``k`` at ``stage``: the current event
-        for the identifier being instantiated, V for everything selected before."""
+    def _run_getter(self, k: int, stage: int, reads: set[int]) -> Callable[[ast.Node], Getter]:
+        return getters(self._run_reference(k, stage, reads))
+
+    def _run_reference(self, k: int, stage: int, reads: set[int]) -> Callable[[ast.Node],
+                                                                               Reference]:
+        """What a reference in a conjunct on an edge of component ``k`` at ``stage`` reads:
+        the current event for the identifier being instantiated, V for everything selected
+        before."""
         layout = self.layout
 
-        def slot(kind: SlotKind, p: int, attr: str | None = None, kk: int = 0) -> Getter:
+        def slot(kind: SlotKind, p: int, attr: str | None = None, kk: int = 0) -> Reference:
             i = layout.slot(kind, p, self.attribute(attr) if attr is not None else -1, kk)
             reads.add(i)
-            return lambda env: env.v[i]
+            return ("v", i, 0)
 
-        def current(attr: str) -> Getter:
-            a = self.attribute(attr)
-            return lambda env: env.row[a]
-
-        def resolve(node: ast.Node) -> Getter:
+        def resolve(node: ast.Node) -> Reference:
             if isinstance(node, ast.Call):
                 arg = node.args[0]
                 assert isinstance(arg, KleeneRef) and arg.attr is not None
-                return aggregate_getter(node.name, self.position[arg.var], arg.attr)
+                return aggregate(node.name, self.position[arg.var], arg.attr)
             if isinstance(node, ast.Ref):
                 assert node.qualifier is not None
                 p = self.position[node.qualifier]
                 if p == k and stage == BEGIN:
-                    return current(node.name)
+                    return ("row", self.attribute(node.name), 0)
                 return slot(SlotKind.FIRST, p, node.name)
             if isinstance(node, Length):
                 return slot(SlotKind.LEN, self.position[node.var])
@@ -306,7 +334,7 @@ class _Compiler:
                         (node.k == 1 and stage == BEGIN) or (node.k > 1 and stage == TAKE)
                     )
                 ):
-                    return current(node.attr)
+                    return ("row", self.attribute(node.attr), 0)
                 if index is Index.CONST:
                     if node.k == 1:
                         return slot(SlotKind.FIRST, p, node.attr)
@@ -314,16 +342,14 @@ class _Compiler:
                 return slot(SlotKind.LAST, p, node.attr)  # i-1 at take, v.LEN afterwards
             raise TypeError(f"cannot evaluate {type(node).__name__} in a run")
 
-        def aggregate_getter(name: str, p: int, attr: str) -> Getter:
+        def aggregate(name: str, p: int, attr: str) -> Reference:
             if name in ("max", "min"):
                 return slot(SlotKind.MAX if name == "max" else SlotKind.MIN, p, attr)
-            count = slot(SlotKind.COUNT, p, attr)
+            _, count, _ = slot(SlotKind.COUNT, p, attr)
             if name == "count":
-                return count
-            total = slot(SlotKind.SUM, p, attr)
-            if name == "sum":
-                return lambda env: total(env) if count(env) else NAN
-            return lambda env: total(env) / count(env) if count(env) else NAN
+                return ("v", count, 0)
+            _, total, _ = slot(SlotKind.SUM, p, attr)
+            return (name, total, count)  # sum or avg: missing over an empty prefix
 
         return resolve
 

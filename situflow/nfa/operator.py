@@ -2,10 +2,12 @@
 window pruning (§5.3) and the ``CONSUME`` non-overlap policy (§2, §5.2.1).
 
 Per batch, everything that depends on one event alone is computed column-wise: event types,
-conjuncts on the current event (``a[1].volume > 1000``), the partition key, and whether an
-event can matter to any state at all. The event loop then visits only relevant events; an event
-no state can select leaves skip-till-next/any-match runs alone and ends every run of its
-partition under the contiguity strategies. Per relevant event and partition (§5.2.1):
+conjuncts on the current event (``a[1].volume > 1000``), the partition key, whether an event
+can matter to any state at all, and whether a run of its partition can be alive at its time
+(:func:`~situflow.nfa.transitions.live_events`). The event loop then visits only the events
+that can change a run; an event no state can select leaves skip-till-next/any-match runs alone
+and ends every run of its partition under the contiguity strategies. Per visited event and
+partition (§5.2.1):
 
 1. runs drop the members whose window expired (Step 5 puts the window on every edge);
 2. each run evaluates its edges and splits into the moves that hold (begin, take, proceed with
@@ -19,6 +21,12 @@ partition under the contiguity strategies. Per relevant event and partition (§5
 
 Results do not depend on batch boundaries: everything above happens per event, and pruning at
 batch ends removes only what can no longer match.
+
+Queries the compiled loop covers (:mod:`situflow.nfa.kernel`: partition contiguity or skip till
+next match, no negation or ``CONSUME``, conjuncts on numbers) run steps 1-3 in numba, one run
+per member (step 4 is left out: it saves Python work, not kernel work); their runs move into
+arrays for a batch and back. The Python loop below is the reference it is tested against, and
+takes every other query and batch.
 """
 
 from __future__ import annotations
@@ -30,13 +38,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from situflow.errors import StateError
 from situflow.events import EventBatch
-from situflow.nfa.automaton import Automaton, ComponentProgram, StateKind
+from situflow.nfa import kernel
+from situflow.nfa.automaton import Automaton, ComponentProgram
 from situflow.nfa.matches import MatchEnv, json_value
 from situflow.nfa.runs import Member, Run, merge_equivalent
 from situflow.nfa.sharedbuffer import Event, Node, match_history, retrieve
-from situflow.nfa.transitions import MISSING, Env, Prepared, moves, prepare
+from situflow.nfa.transitions import (
+    MISSING,
+    Env,
+    Prepared,
+    live_events,
+    moves,
+    partition_codes,
+    prepare,
+    state_steps,
+)
+from situflow.nfa.values import SlotKind
 from situflow.nfa.versions import Dewey
 from situflow.results import Match
 
@@ -53,14 +74,34 @@ class _Pending:
     alive: bool = True
 
 
-@dataclass(slots=True)
 class _Retrieved:
-    """A match read from the buffer: events and ids per component, and its sort key among
-    the matches one event emits (its events' sequence numbers)."""
+    """A match read from the buffer (§5.1): its last node and the history before it, split
+    per component into ``spans``. Events, ids and the sort key among the matches one event
+    emits (the events' sequence numbers) are read off on demand, as output is the cost that
+    cannot be shared (§4)."""
 
-    events: list[list[Event]]
-    ids: list[list[Any]]
-    order: tuple[tuple[int, ...], ...]
+    __slots__ = ("history", "node", "spans")
+
+    def __init__(self, node: Node, components: int):
+        self.node = node
+        self.history, self.spans = match_history(node, components)
+
+    def _split(self, column: list[Any], last: Any) -> list[list[Any]]:
+        out = [column[i:j] for i, j in self.spans]
+        out[self.node.component].append(last)
+        return out
+
+    @property
+    def events(self) -> list[list[Event]]:
+        return self._split(self.history[0], self.node.event)
+
+    @property
+    def ids(self) -> list[list[Any]]:
+        return self._split(self.history[2], self.node.event.id)
+
+    @property
+    def order(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(map(tuple, self._split(self.history[3], self.node.event.seq)))
 
 
 @dataclass(eq=False)
@@ -83,7 +124,8 @@ class _Partition:
 class NfaOperator:
     """SASE+ pattern matching over one ordered stream (all partition keys)."""
 
-    def __init__(self, automaton: Automaton, name: str, merge_runs: bool = True):
+    def __init__(self, automaton: Automaton, name: str, merge_runs: bool = True,
+                 compiled: bool = True):
         self.automaton = automaton
         self.name = name
         self.merge_runs = merge_runs
@@ -95,6 +137,11 @@ class NfaOperator:
         self._env = Env()
         self._masks = tuple(s.mask for s in automaton.states)
         self._initial_v = automaton.values.initial()
+        self._steps = state_steps(automaton)
+        # The compiled loop where the query allows it (``compiled=False``: the Python loop).
+        self._tables = kernel.Tables.build(automaton) if compiled else None
+        self._int_slots = [i for i, slot in enumerate(automaton.values.slots)
+                           if slot.kind in (SlotKind.LEN, SlotKind.COUNT)]
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -104,14 +151,38 @@ class NfaOperator:
         if n == 0:
             return []
         a = self.automaton
-        p = prepare(a, batch)
+        select = None
+        codes: list[tuple[np.ndarray, list[Any]]] = []
+        if not any(g.before is None for g in a.negations):
+            # Without trailing negations nothing is released between events, so the loop
+            # needs to see only the events that can change a run.
+            carried = {key: max(r.members[-1].start for r in part.runs)
+                       for key, part in self.partitions.items() if part.runs}
+
+            def select(opens: np.ndarray, relevant: np.ndarray) -> np.ndarray:
+                found, keys, carried_start = partition_codes(a, batch, carried)
+                codes.append((found, keys))
+                return live_events(a, batch, opens, relevant, found, carried_start)
+
+        p = prepare(a, batch, select)
+        compiled = None
+        if self._tables is not None and codes:
+            compiled = self._compiled(self._tables, p, *codes[0])
+        out = self._loop(p) if compiled is None else compiled
+        self.position += n
+        self.last_ts = int(batch.ts[-1])
+        self._prune()
+        return out
+
+    def _loop(self, p: Prepared) -> list[Match]:
+        """The events of ``p`` one by one (§5.2.1)."""
+        a = self.automaton
         contiguous = a.selection.contiguous
+        base = self.position
         out: list[Match] = []
-        for j in range(n):
+        for j, offset in enumerate(p.positions):
             t = p.ts[j]
-            position = self.position
-            self.position += 1
-            self.last_ts = t
+            position = base + offset
             emitted: list[Match] = []
             if self._heap and self._heap[0][0] < t:
                 emitted += self._release(t, t)
@@ -147,7 +218,6 @@ class NfaOperator:
             emitted += self._step(part, event, j, p)
             emitted.sort(key=lambda m: m.order)
             out += emitted
-        self._prune()
         return out
 
     def advance_to(self, watermark: int) -> list[Match]:
@@ -161,6 +231,77 @@ class NfaOperator:
         now = self.last_ts if self.last_ts is not None else 0
         return self._release(math.inf, now)
 
+    # --- the compiled loop ---------------------------------------------------------------------
+
+    def _compiled(self, tables: kernel.Tables, p: Prepared, codes: np.ndarray,
+                  keys: list[Any]) -> list[Match] | None:
+        """The events of ``p`` through :func:`situflow.nfa.kernel.run`, with the runs of their
+        partitions moved into arrays and back; None if an attribute or a V column is not a
+        number (the Python loop takes the batch then)."""
+        a = self.automaton
+        m = len(p.positions)
+        if m == 0:
+            return []
+        rows = _numbers(p.batch, a.attributes)
+        if rows is None:
+            return None
+        local, partition = np.unique(codes[p.positions], return_inverse=True)
+        parts = [self.partitions.get(keys[c]) for c in local.tolist()]
+        members = [(run, member) for part in parts if part is not None for run in part.runs
+                   for member in run.members]
+        if not all(_exact(x) for run, _ in members for x in run.v):
+            return None
+        size = len(members) + 2 * m + 16
+        state = _KernelState(size, 2 * m + 16, len(parts), tables)
+        for i, part in enumerate(parts):
+            if part is not None:
+                state.initiations[i] = part.initiations
+                state.load(i, part.runs)
+        partition = partition.reshape(-1)
+        ts = p.batch.ts
+        start = 0
+        while start < m:
+            start = kernel.run(
+                start, partition, ts, rows, p.begin_mask, p.take_mask, p.relevant_mask,
+                p.opens_mask, a.window, a.selection.contiguous, tables.states,
+                tables.components, tables.tests, tables.guards, tables.code, tables.constants,
+                tables.slots, tables.initial, state.head, state.count, state.initiations,
+                state.runs, state.starts, state.values, state.digits, state.free, state.nodes,
+                state.done, state.counters, state.stack)
+            if start < m:
+                state.grow()
+        made = _Made(state, p)
+        out: list[Match] = []
+        done = state.done[:state.counters[kernel.K_DONE]].tolist()
+        k = 0
+        while k < len(done):
+            e = done[k][0]
+            nodes = []
+            while k < len(done) and done[k][0] == e:
+                nodes.append(made.node(done[k][1]))
+                k += 1
+            key = keys[local[partition[e]]]
+            part = self.partitions.get(key) or _Partition(key, 0)
+            out += self._complete(part, nodes, p.ts[e])
+        for i, part in enumerate(parts):
+            runs = [Run(int(state.runs[r, kernel.R_STATE]), self._values(state.values[r]),
+                        [Member(made.node(int(state.runs[r, kernel.R_NODE])),
+                                int(state.starts[r]), state.version(r))])
+                    for r in state.chain(i)]
+            if part is None and runs:
+                key = keys[int(local[i])]
+                part = self.partitions[key] = _Partition(key, 0)
+            if part is not None:
+                part.runs = runs
+                part.initiations = int(state.initiations[i])
+        return out
+
+    def _values(self, v: np.ndarray) -> tuple[Any, ...]:
+        out = v.tolist()
+        for i in self._int_slots:
+            out[i] = int(out[i])
+        return tuple(out)
+
     # --- one event in one partition -----------------------------------------------------------
 
     def _step(self, part: _Partition, event: Event, j: int, p: Prepared) -> list[Match]:
@@ -169,8 +310,10 @@ class NfaOperator:
         env.row = event.row
         t = event.ts
         survivors: list[Run] = []
-        completed: list[Member] = []
+        completed: list[Node] = []
         window = a.window
+        steps = self._steps
+        components = a.components
         for run in part.runs:
             if len(run.members) == 1:  # the common case, without a list per run and event
                 if t - run.members[0].start > window:
@@ -181,49 +324,51 @@ class NfaOperator:
                     continue
                 if len(members) != len(run.members):
                     run = Run(run.state, run.v, members)
-            self._advance(run, event, j, p, survivors, completed)
-        first = a.components[0]
+            # Take every move of the run that holds (§5.2.1): a split clones the run.
+            step = steps[run.state]
+            assert step is not None
+            selects, proceeds, ignores = moves(step, run.v, j, p, env)
+            if selects:
+                if step.begins:
+                    self._select(run, components[step.component], 1, event, Dewey.add_stage,
+                                 survivors, completed)
+                else:
+                    self._select(run, components[step.component],
+                                 run.v[step.length_slot] + 1, event,
+                                 Dewey.increase if ignores else _same, survivors, completed)
+            if proceeds:
+                self._select(run, components[step.proceeds_to], 1, event, Dewey.add_stage,
+                             survivors, completed)
+            if ignores:
+                survivors.append(run)
+        first = components[0]
         if p.begin[0][j] and env.holds(first.begin.scalar, self._initial_v):
             part.initiations += 1
             member = Member(Node(event, 0, None), t, Dewey.start(part.initiations).add_stage())
             self._arrive(first, Run(-1, first.update(self._initial_v, event.row, 1), [member]),
                          survivors, completed)
-        if self.merge_runs:
+        if self.merge_runs and len(survivors) > 1:
             survivors = merge_equivalent(survivors, self._masks)
         part.runs = survivors
         if not completed:
             return []
         return self._complete(part, completed, t)
 
-    def _advance(self, run: Run, event: Event, j: int, p: Prepared, survivors: list[Run],
-                 completed: list[Member]) -> None:
-        """Take every move of the run that holds (§5.2.1): a split clones the run."""
-        selects, proceeds, ignores = moves(self.automaton, run.state, run.v, j, p, self._env)
-        comp = self.automaton.components[self.automaton.states[run.state].component]
-        if selects:
-            if self.automaton.states[run.state].kind is StateKind.BEGIN:
-                self._select(run, comp, 1, event, Dewey.add_stage, survivors, completed)
-            else:
-                length = run.v[comp.length_slot] + 1
-                self._select(run, comp, length, event, Dewey.increase if ignores else _same,
-                             survivors, completed)
-        if proceeds:
-            nxt = self.automaton.components[comp.index + 1]
-            self._select(run, nxt, 1, event, Dewey.add_stage, survivors, completed)
-        if ignores:
-            survivors.append(run)
-
     def _select(self, run: Run, comp: ComponentProgram, n: int, event: Event,
                 version: Callable[[Dewey], Dewey], survivors: list[Run],
-                completed: list[Member]) -> None:
+                completed: list[Node]) -> None:
         """A begin or take move: write the event to the buffer as element ``n`` of ``comp``."""
+        if comp.last and not comp.kleene:
+            # The move into F: a match needs its buffer node, not V or a version.
+            completed.extend([Node(event, comp.index, m.node) for m in run.members])
+            return
         members = [Member(Node(event, comp.index, m.node), m.start, version(m.version))
                    for m in run.members]
         self._arrive(comp, Run(-1, comp.update(run.v, event.row, n), members), survivors,
                      completed)
 
     def _arrive(self, comp: ComponentProgram, run: Run, survivors: list[Run],
-                completed: list[Member]) -> None:
+                completed: list[Node]) -> None:
         """Place a run that just selected an event for ``comp`` in its next state."""
         a = self.automaton
         if comp.kleene:
@@ -232,25 +377,26 @@ class NfaOperator:
             # A trailing Kleene plus: the proceed edge into F is an ε-move taken at once, so
             # every valid extension is its own match (SEMANTICS.md).
             if comp.last and self._env.holds(comp.proceed, run.v):
-                completed.extend(run.members)
+                completed.extend([m.node for m in run.members])
         elif comp.last:
-            completed.extend(run.members)
+            completed.extend([m.node for m in run.members])
         else:
             run.state = a.components[comp.index + 1].begin_state
             survivors.append(run)
 
     # --- matches ------------------------------------------------------------------------------
 
-    def _complete(self, part: _Partition, completed: list[Member], now: int) -> list[Match]:
+    def _complete(self, part: _Partition, completed: list[Node], now: int) -> list[Match]:
         a = self.automaton
         trailing = any(g.before is None for g in a.negations)
         found: list[_Retrieved] = []
-        for m in completed:
-            match = self._retrieve(m.node)
-            if self._negated(part, match.events):
+        negated = bool(a.negations)
+        for node in completed:
+            match = self._retrieve(node)
+            if negated and self._negated(part, match.events):
                 continue
             if trailing:
-                pending = _Pending(match.events[0][0].ts + a.window, m.node, part.key)
+                pending = _Pending(match.events[0][0].ts + a.window, node, part.key)
                 part.pending.append(pending)
                 self._counter += 1
                 heapq.heappush(self._heap, (pending.deadline, match.order, self._counter,
@@ -263,7 +409,15 @@ class NfaOperator:
             found = [min(found, key=lambda f: (-f.events[0][0].seq, sum(map(len, f.events)),
                                               f.order))]
             part.runs = []
-        return [self._result(match, part.key, now, (1, 0, match.order)) for match in found]
+        if len(found) > 1:
+            # By the events' sequence numbers; the first events usually differ already.
+            firsts = [f.history[3][0] if f.history[3] else f.node.event.seq for f in found]
+            if len(set(firsts)) == len(firsts):
+                found = [f for _, f in sorted(zip(firsts, found, strict=True),
+                                              key=lambda x: x[0])]
+            else:
+                found.sort(key=lambda f: f.order)
+        return [self._result(match, part.key, now, (1, 0, k)) for k, match in enumerate(found)]
 
     def _negated(self, part: _Partition, events: list[list[Event]]) -> bool:
         a = self.automaton
@@ -309,27 +463,23 @@ class NfaOperator:
         return out
 
     def _retrieve(self, node: Node) -> _Retrieved:
-        """The match ending at ``node`` from the shared buffer (§5.1), per component."""
-        (events, _, ids, seqs), spans = match_history(node, len(self.automaton.components))
-        per_events = [events[i:j] for i, j in spans]
-        per_ids = [ids[i:j] for i, j in spans]
-        per_seqs = [seqs[i:j] for i, j in spans]
-        last = node.component
-        per_events[last].append(node.event)
-        per_ids[last].append(node.event.id)
-        per_seqs[last].append(node.event.seq)
-        return _Retrieved(per_events, per_ids, tuple(map(tuple, per_seqs)))
+        """The match ending at ``node`` from the shared buffer (§5.1)."""
+        return _Retrieved(node, len(self.automaton.components))
 
     def _result(self, match: _Retrieved, key: Any, now: int, order: tuple[Any, ...]) -> Match:
         a = self.automaton
-        env = MatchEnv(match.events)
+        ids = match.ids
+        values = {}
+        if a.returns:
+            env = MatchEnv(match.events)
+            values = {name: json_value(f(env)) for name, f in a.returns}
         return Match(
             query=self.name,
             key=list(key) if isinstance(key, tuple) else json_value(key),
-            ts=match.events[-1][-1].ts,
+            ts=match.node.event.ts,
             emitted_at=now,
-            values={name: json_value(f(env)) for name, f in a.returns},
-            bindings={c.var: match.ids[c.index] for c in a.components},
+            values=values,
+            bindings={c.var: ids[c.index] for c in a.components},
             order=order,
         )
 
@@ -431,11 +581,11 @@ class NfaOperator:
 
     @classmethod
     def restore(cls, automaton: Automaton, name: str, snapshot: dict[str, Any],
-                merge_runs: bool = True) -> NfaOperator:
+                merge_runs: bool = True, compiled: bool = True) -> NfaOperator:
         if snapshot.get("format") != SNAPSHOT_FORMAT:
             raise StateError(f"NFA snapshot format {snapshot.get('format')!r} is not "
                              f"{SNAPSHOT_FORMAT}; replay the input from the start instead")
-        op = cls(automaton, name, merge_runs)
+        op = cls(automaton, name, merge_runs, compiled)
         op.position = snapshot["position"]
         op.last_ts = snapshot["last_ts"]
         events = [Event(seq, _decode(i), ts, tuple(_decode(x) for x in row))
@@ -450,7 +600,8 @@ class NfaOperator:
             part.last_position = p["last_position"]
             part.runs = [Run(r["state"], tuple(_decode(x) for x in r["v"]),
                              [Member(nodes[n], start, Dewey.parse(v))
-                              for n, start, v in r["members"]]) for r in p["runs"]]
+                              for n, start, v in sorted(r["members"], key=lambda x: x[1])])
+                         for r in p["runs"]]
             part.negatives = [deque(events[i] for i in c) for c in p["negatives"]]
         for deadline, node, key in snapshot["pending"]:
             key = _decode(key)
@@ -487,3 +638,127 @@ def _decode(x: Any) -> Any:
         return tuple(_decode(v) for v in x["$tuple"])
     return x
 
+
+
+def _exact(x: Any) -> bool:
+    """Whether a V value is a number float64 holds exactly."""
+    return isinstance(x, float) or (isinstance(x, int) and abs(x) < kernel.EXACT)
+
+
+def _numbers(batch: EventBatch, attributes: tuple[str, ...]) -> np.ndarray | None:
+    """The attributes of ``batch`` as float64 rows, or None unless all are exact numbers."""
+    columns = []
+    for name in attributes:
+        column = batch.column(name)
+        if column.dtype.kind in "iu" and len(column) and np.abs(column).max() >= kernel.EXACT:
+            return None
+        if column.dtype.kind not in "iufb":
+            return None
+        columns.append(column.astype(np.float64))
+    if not columns:
+        return np.zeros((len(batch), 1))
+    return np.ascontiguousarray(np.column_stack(columns))
+
+
+class _KernelState:
+    """The arrays :func:`situflow.nfa.kernel.run` works on, and the runs and versions that
+    came from Python (a run per member: the kernel does not merge)."""
+
+    def __init__(self, runs: int, nodes: int, partitions: int, tables: kernel.Tables):
+        self.head = np.full(partitions, -1, dtype=np.int64)
+        self.count = np.zeros(partitions, dtype=np.int64)
+        self.initiations = np.zeros(partitions, dtype=np.int64)
+        self.runs = np.zeros((runs, 6), dtype=np.int64)
+        self.starts = np.zeros(runs, dtype=np.int64)
+        self.values = np.zeros((runs, len(tables.initial)), dtype=np.float64)
+        self.digits = np.zeros((runs, tables.stages), dtype=np.int64)
+        self.free = np.arange(runs - 1, -1, -1, dtype=np.int64)
+        self.nodes = np.zeros((nodes, 3), dtype=np.int64)
+        self.done = np.zeros((nodes, 2), dtype=np.int64)
+        self.counters = np.array([runs, 0, 0], dtype=np.int64)
+        self.stack = np.zeros(tables.stack, dtype=np.float64)
+        self.external_nodes: list[Node] = []
+        self.external_versions: list[Dewey] = []
+
+    def load(self, i: int, runs: list[Run]) -> None:
+        """Partition ``i``'s runs from Python, in order."""
+        last = -1
+        for run in runs:
+            for member in run.members:
+                self.counters[kernel.K_FREE] -= 1
+                r = int(self.free[self.counters[kernel.K_FREE]])
+                self.runs[r] = (run.state, -2 - len(self.external_nodes), -1,
+                                len(self.external_versions), 0, 0)
+                self.external_nodes.append(member.node)
+                self.external_versions.append(member.version)
+                self.starts[r] = member.start
+                self.values[r] = run.v
+                if last >= 0:
+                    self.runs[last, kernel.R_NEXT] = r
+                else:
+                    self.head[i] = r
+                last = r
+                self.count[i] += 1
+
+    def grow(self) -> None:
+        """Double every array the next event may overflow."""
+        size = len(self.runs)
+        free = self.counters[kernel.K_FREE]
+        self.runs = np.concatenate([self.runs, np.zeros_like(self.runs)])
+        self.starts = np.concatenate([self.starts, np.zeros_like(self.starts)])
+        self.values = np.concatenate([self.values, np.zeros_like(self.values)])
+        self.digits = np.concatenate([self.digits, np.zeros_like(self.digits)])
+        self.free = np.concatenate([self.free[:free], np.arange(2 * size - 1, size - 1, -1),
+                                    np.zeros(size - free, dtype=np.int64)])
+        self.counters[kernel.K_FREE] = free + size
+        self.nodes = np.concatenate([self.nodes, np.zeros_like(self.nodes)])
+        self.done = np.concatenate([self.done, np.zeros_like(self.done)])
+
+    def chain(self, i: int) -> list[int]:
+        out = []
+        r = int(self.head[i])
+        while r >= 0:
+            out.append(r)
+            r = int(self.runs[r, kernel.R_NEXT])
+        return out
+
+    def version(self, r: int) -> Dewey:
+        """Run ``r``'s Dewey number: its origin's, the last digit increased, stages added."""
+        origin, increase, stages = (int(x) for x in self.runs[r, kernel.R_ORIGIN:])
+        base = self.external_versions[origin].digits if origin >= 0 else (-origin,)
+        return Dewey((*base[:-1], base[-1] + increase, *self.digits[r, :stages].tolist()))
+
+
+class _Made:
+    """Python buffer nodes (and events) for the nodes the kernel wrote, made on demand."""
+
+    def __init__(self, state: _KernelState, p: Prepared):
+        self.state = state
+        self.p = p
+        self.nodes = state.nodes[:state.counters[kernel.K_NODES]].tolist()
+        self.made: list[Node | None] = [None] * len(self.nodes)
+        self.events: dict[int, Event] = {}
+
+    def node(self, i: int) -> Node:
+        if i < 0:
+            return self.state.external_nodes[-2 - i]
+        chain = []
+        x = i
+        while x >= 0 and self.made[x] is None:
+            chain.append(x)
+            x = self.nodes[x][2]
+        pred = None if x == kernel.NO_NODE else (
+            self.state.external_nodes[-2 - x] if x < 0 else self.made[x])
+        for y in reversed(chain):
+            e, comp, _ = self.nodes[y]
+            pred = self.made[y] = Node(self.event(e), comp, pred)
+        found = self.made[i]
+        assert found is not None
+        return found
+
+    def event(self, e: int) -> Event:
+        found = self.events.get(e)
+        if found is None:
+            p = self.p
+            found = self.events[e] = Event(p.seq[e], json_value(p.ids[e]), p.ts[e], p.rows[e])
+        return found

@@ -45,10 +45,12 @@ class SaseCompiledQuery:
         reason = f" ({self.unplanned_reason})" if self.unplanned_reason else ""
         return f"{self.canonical()}\nevaluation: NFA^b{reason}\n{self.automaton.describe()}"
 
-    def operator(self, merge_runs: bool = True) -> NfaOperator | PlannedOperator:
+    def operator(self, merge_runs: bool = True,
+                 compiled: bool = True) -> NfaOperator | PlannedOperator:
+        """``compiled=False`` keeps NFA^b on its Python loop (:class:`NfaOperator`)."""
         if self.planned is not None:
             return PlannedOperator(self.automaton, self.planned, self.name)
-        return NfaOperator(self.automaton, self.name, merge_runs)
+        return NfaOperator(self.automaton, self.name, merge_runs, compiled)
 
     def restore(self, snapshot: dict[str, Any]) -> NfaOperator | PlannedOperator:
         if snapshot.get("query_id", self.query_id) != self.query_id:

@@ -11,6 +11,7 @@ which is the paper's "match construction only for the contained runs that have n
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from situflow.nfa.sharedbuffer import Node
 from situflow.nfa.versions import Dewey
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Member:
     node: Node
     start: int
@@ -29,11 +30,15 @@ class Member:
 class Run:
     state: int
     v: tuple[Any, ...]
+    # Oldest start first, so that the members out of the window are a prefix.
     members: list[Member]
 
     def within(self, now: int, window: float) -> list[Member]:
         """The members whose match can still satisfy ``last.t - first.t <= window``."""
-        return [m for m in self.members if now - m.start <= window]
+        members = self.members
+        if now - members[0].start <= window:
+            return members
+        return members[bisect_left(members, now - window, key=_start):]
 
 
 def merge_equivalent(runs: list[Run], masks: tuple[tuple[int, ...], ...]) -> list[Run]:
@@ -50,6 +55,12 @@ def merge_equivalent(runs: list[Run], masks: tuple[tuple[int, ...], ...]) -> lis
         if found is None:
             classes[key] = run
             out.append(run)
-        else:
+        elif found.members[-1].start <= run.members[0].start:
             found.members = found.members + run.members
+        else:
+            found.members = sorted(found.members + run.members, key=_start)
     return out
+
+
+def _start(member: Member) -> int:
+    return member.start

@@ -2,9 +2,11 @@
 
 :func:`prepare` computes, column-wise over a batch, what depends on one event alone: the
 begin/take conditions that read only the current event (with the event type), negation
-candidates, partition keys and the attribute rows that per-run conjuncts read.
+candidates, partition keys and the attribute rows that per-run conjuncts read, for every event
+or for those a selector picks (:func:`live_events`: the events that can change a run).
 :func:`moves` then evaluates the edges of one run's state on one event, with the Step 6 proceed
-and the selection strategy's ignore rule: it is the single definition of a transition.
+and the selection strategy's ignore rule: it is the single definition of a transition in
+Python (the compiled loop of :mod:`situflow.nfa.kernel` mirrors it and is tested against it).
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ class _Columns:
 
 @dataclass
 class Prepared:
-    """Per-event facts of a batch, as Python lists for the event loop."""
+    """Per-event facts of the events of a batch the event loop visits, as Python lists;
+    ``positions`` are their indices in the batch."""
 
     begin: list[list[bool]]  # per component
     take: list[list[bool] | None]  # per component (None for singletons)
@@ -67,16 +70,30 @@ class Prepared:
     relevant: list[bool]  # whether any state could select the event, or it could negate
     opens: list[bool]  # whether the event could start a run or be a negation candidate
     keys: list[Any]
-    rows: list[list[Any]]  # per attribute of the automaton's layout
+    rows: list[tuple[Any, ...]]  # per event, its attributes in the automaton's layout
     ts: list[int]
     seq: list[int]
     ids: list[Any]
+    positions: list[int]
+    # The same as arrays for the compiled loop: begin and take (a row per component; take is
+    # false for singletons), relevant, opens, the visited events' rows in the batch.
+    begin_mask: np.ndarray
+    take_mask: np.ndarray
+    relevant_mask: np.ndarray
+    opens_mask: np.ndarray
+    batch: EventBatch
 
     def row(self, j: int) -> tuple[Any, ...]:
-        return tuple(col[j] for col in self.rows)
+        return self.rows[j]
 
 
-def prepare(a: Automaton, batch: EventBatch) -> Prepared:
+# Picks the events the loop must visit, given per event whether it opens (begins a run or is a
+# negation candidate) and whether any state could select it.
+Selector = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def prepare(a: Automaton, batch: EventBatch, select: Selector | None = None) -> Prepared:
+    """The per-event facts of ``batch``, of every event or of those ``select`` picks."""
     n = len(batch)
     begin, take, negative = edge_masks(a, batch)
     opens = begin[0].copy()
@@ -85,18 +102,102 @@ def prepare(a: Automaton, batch: EventBatch) -> Prepared:
     relevant = opens.copy()
     for m in (*begin[1:], *(t for t in take if t is not None)):
         relevant |= m
+    if select is None:
+        positions = list(range(n))
+    else:
+        index = select(opens, relevant)
+        positions = index.tolist()
+        if len(index) < n:
+            batch = batch.take(index)
+            begin = [m[index] for m in begin]
+            take = [None if m is None else m[index] for m in take]
+            negative = [m[index] for m in negative]
+            opens, relevant = opens[index], relevant[index]
     return Prepared(
         begin=[m.tolist() for m in begin],
         take=[m.tolist() if m is not None else None for m in take],
         negative=[m.tolist() for m in negative],
         relevant=relevant.tolist(),
         opens=opens.tolist(),
-        keys=partition_keys(a, batch, n),
-        rows=[batch.column(attr).tolist() for attr in a.attributes],
+        keys=partition_keys(a, batch, len(batch)),
+        rows=(list(zip(*(batch.column(x).tolist() for x in a.attributes), strict=True))
+              if a.attributes else [()] * len(batch)),
         ts=batch.ts.tolist(),
         seq=batch.seq.tolist(),
         ids=batch.ids.tolist(),
+        positions=positions,
+        begin_mask=np.stack(begin) if begin else np.zeros((0, len(batch)), dtype=bool),
+        take_mask=np.stack([np.zeros(len(batch), dtype=bool) if m is None else m
+                            for m in take]) if take else np.zeros((0, len(batch)), dtype=bool),
+        relevant_mask=relevant,
+        opens_mask=opens,
+        batch=batch,
     )
+
+
+def live_events(a: Automaton, batch: EventBatch, opens: np.ndarray, relevant: np.ndarray,
+                codes: np.ndarray, carried_start: np.ndarray | None) -> np.ndarray:
+    """The indices of the events that can change a run: those that open one, and those of a
+    partition with a run alive at their time that a run could select (any event of such a
+    partition under the contiguity strategies, where it ends the runs it does not extend).
+
+    A run is alive at ``t`` only while its newest member started at most ``w`` before ``t``
+    (§5.3), and members start at events that open a run, in this batch or (``carried_start``:
+    the newest start per partition code, see :func:`partition_codes`) before it. Every other
+    event leaves the runs as they are, so the event loop need not see it: one pass over the
+    batch in numpy instead of one Python step per event (§5.2.1 evaluates runs per event;
+    without runs there is nothing to do).
+    """
+    # Under the skip strategies only events a state can select or that open a run matter.
+    pool = (np.arange(len(batch)) if a.selection.contiguous
+            else np.flatnonzero(opens | relevant))
+    n = len(pool)
+    order = pool[np.argsort(codes[pool], kind="stable")]
+    grouped = codes[order]
+    ts = batch.ts[order]
+    first = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+    group_start = np.repeat(first, np.diff(np.r_[first, n]))
+    # The newest opening event of the same partition at or before each event.
+    opener = np.maximum.accumulate(np.where(opens[order], np.arange(n), -1))
+    alive = (opener >= group_start) & (ts - ts[np.maximum(opener, 0)] <= a.window)
+    if carried_start is not None:
+        start = carried_start[grouped]
+        alive |= ~np.isnan(start) & (ts - start <= a.window)
+    alive |= opens[order]
+    alive &= grouped >= 0
+    return np.sort(order[alive])
+
+
+def partition_codes(a: Automaton, batch: EventBatch, carried: dict[Any, int]
+                    ) -> tuple[np.ndarray, list[Any], np.ndarray | None]:
+    """A code per event for its partition key (-1: no key), the key of each code and, per
+    code, the ``carried`` start (NaN: none), or None if nothing is carried."""
+    attrs = a.partition_attributes
+    column = batch.column(attrs[0]) if len(attrs) == 1 else None
+    if column is not None and (column.dtype.kind in "iub" or (
+            column.dtype.kind == "f" and not np.isnan(column).any())):
+        values, codes = np.unique(column, return_inverse=True)
+        codes = codes.reshape(-1)
+        if not carried:
+            return codes, values.tolist(), None
+        start = np.full(len(values), np.nan)
+        found = np.searchsorted(values, list(carried))
+        for i, (key, t) in zip(found.tolist(), carried.items(), strict=True):
+            if i < len(values) and values[i] == key:
+                start[i] = t
+        return codes, values.tolist(), start
+    index: dict[Any, int] = {MISSING: -1}
+    for key in carried:
+        index[key] = len(index) - 1
+    keys = partition_keys(a, batch, len(batch))
+    codes = np.fromiter((index.setdefault(k, len(index) - 1) for k in keys), dtype=np.int64,
+                        count=len(batch))
+    del index[MISSING]
+    if not carried:
+        return codes, list(index), None
+    start = np.full(len(index), np.nan)
+    start[:len(carried)] = list(carried.values())
+    return codes, list(index), start
 
 
 def edge_masks(a: Automaton, batch: EventBatch
@@ -106,11 +207,14 @@ def edge_masks(a: Automaton, batch: EventBatch
     n = len(batch)
     cols = _Columns(batch)
     types = batch.types
+    typed: dict[str, np.ndarray] = {}  # type tests, shared by the components of a type
 
     def mask(event_type: str, vector: tuple[Callable[[Any], Any], ...]) -> np.ndarray:
         if types is None:
             return np.zeros(n, dtype=bool)
-        out = np.asarray(types == event_type, dtype=bool)
+        out = typed.get(event_type)
+        if out is None:
+            out = typed[event_type] = np.asarray(types == event_type, dtype=bool)
         for test in vector:
             if not out.any():
                 break
@@ -149,27 +253,62 @@ def partition_keys(a: Automaton, batch: EventBatch, n: int) -> list[Any]:
     return keys
 
 
-def moves(a: Automaton, state: int, v: tuple[Any, ...], j: int, p: Prepared,
+@dataclass(frozen=True, slots=True)
+class StateStep:
+    """What :func:`moves` evaluates at one state, looked up once per automaton."""
+
+    begins: bool  # a singleton or ``p[1]`` state (begin edge), else ``p[i]`` (take, proceed)
+    component: int
+    # The begin conjuncts on V at a begin state, the take conjuncts at ``p[i]``.
+    select: tuple[Callable[[Any], Any], ...]
+    guarded: tuple[tuple[int, Callable[[Any], Any]], ...]
+    length_slot: int
+    # ``p[i]`` of a component that has a next one: its proceed conjuncts and the next begin's.
+    proceeds_to: int
+    proceed: tuple[Callable[[Any], Any], ...]
+    ignore_selectable: bool
+    ignore_other: bool
+
+
+def state_steps(a: Automaton) -> tuple[StateStep | None, ...]:
+    """A :class:`StateStep` per state (None for ``F``)."""
+    out: list[StateStep | None] = []
+    sel = a.selection
+    for st in a.states:
+        if st.kind is StateKind.FINAL:
+            out.append(None)
+            continue
+        comp = a.components[st.component]
+        if st.kind is StateKind.BEGIN:
+            out.append(StateStep(True, comp.index, comp.begin.scalar, (), -1, -1, (),
+                                 sel.ignores(True), sel.ignores(False)))
+            continue
+        assert comp.take is not None
+        nxt = -1 if comp.last else comp.index + 1
+        proceed = () if comp.last else (*comp.proceed, *a.components[nxt].begin.scalar)
+        out.append(StateStep(False, comp.index, comp.take.scalar, comp.take.guarded,
+                             comp.length_slot, nxt, proceed, sel.ignores(True),
+                             sel.ignores(False)))
+    return tuple(out)
+
+
+def moves(s: StateStep, v: tuple[Any, ...], j: int, p: Prepared,
           env: Env) -> tuple[bool, bool, bool]:
-    """(select, proceed, ignore) for a run in ``state`` with values ``v`` reading event ``j``
-    (``env.row`` is that event). ``select`` is the begin edge at a singleton or ``p[1]`` state
-    and the take edge at ``p[i]``; ``proceed`` means proceed and begin the next component."""
-    st = a.states[state]
-    comp = a.components[st.component]
-    if st.kind is StateKind.BEGIN:
-        began = p.begin[comp.index][j] and env.holds(comp.begin.scalar, v)
-        return began, False, a.selection.ignores(began)
-    take_mask = p.take[comp.index]
-    assert comp.take is not None and take_mask is not None
-    length = v[comp.length_slot] + 1
-    takes = take_mask[j] and env.holds(comp.take.scalar, v) and all(
-        f(env) for k, f in comp.take.guarded if k == length
-    )
-    proceeds = False
-    if not comp.last:
-        # Step 6: proceed only if the event begins the next component. The paper's opportunistic
-        # move (take and ignore both false) always ends in a dead run, so it is not made.
-        nxt = a.components[comp.index + 1]
-        proceeds = p.begin[nxt.index][j] and env.holds(comp.proceed, v) and env.holds(
-            nxt.begin.scalar, v)
-    return takes, proceeds, a.selection.ignores(takes)
+    """(select, proceed, ignore) for a run at the state of ``s`` with values ``v`` reading
+    event ``j`` (``env.row`` is that event). ``select`` is the begin edge at a singleton or
+    ``p[1]`` state and the take edge at ``p[i]``; ``proceed`` means proceed and begin the next
+    component."""
+    if s.begins:
+        began = p.begin[s.component][j] and env.holds(s.select, v)
+        return began, False, s.ignore_selectable if began else s.ignore_other
+    take_mask = p.take[s.component]
+    assert take_mask is not None
+    takes = take_mask[j] and env.holds(s.select, v)
+    if takes and s.guarded:
+        env.v = v
+        length = v[s.length_slot] + 1
+        takes = all(f(env) for k, f in s.guarded if k == length)
+    # Step 6: proceed only if the event begins the next component. The paper's opportunistic
+    # move (take and ignore both false) always ends in a dead run, so it is not made.
+    proceeds = s.proceeds_to >= 0 and p.begin[s.proceeds_to][j] and env.holds(s.proceed, v)
+    return takes, proceeds, s.ignore_selectable if takes else s.ignore_other
