@@ -41,13 +41,17 @@ Environment of every service (besides the ``KAFKA_*`` connection of :mod:`worker
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import ssl
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 import faust
+from aiokafka.admin import AIOKafkaAdminClient
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.web import Request, Response, View
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -60,7 +64,7 @@ from topics.catalog import (
     DLQ_TOPIC_HEADER,
     StreamSpec,
 )
-from workers.settings import KafkaSettings
+from workers.settings import BrokerUnreachable, KafkaSettings, retry_unreachable
 
 #: Prometheus' text format; aiohttp refuses a charset parameter in ``content_type``.
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"
@@ -145,6 +149,33 @@ def _short_fetch_wait() -> None:
 
 
 _short_fetch_wait()
+
+
+def run(app: faust.App, config: ServiceConfig) -> None:
+    """Start the worker once a broker answers: an unreachable one is reported in one line per
+    attempt and retried with backoff for ``SITUFLOW_BROKER_WAIT`` seconds (default 300), then
+    the process exits 1 (so an orchestrator restarts it) instead of Faust's endless log."""
+    wait = float(os.environ.get("SITUFLOW_BROKER_WAIT", "300"))
+
+    async def probe(kafka: KafkaSettings) -> None:
+        client = AIOKafkaAdminClient(**kafka.client_kwargs())
+        await client.start()
+        await client.close()
+
+    def retrying(pause: float) -> None:
+        print(f"situflow {config.service}: cannot reach Kafka at "
+              f"{config.kafka.bootstrap_servers}; retrying in {pause:.2f}s", file=sys.stderr)
+
+    client_log = logging.getLogger("aiokafka")
+    level = client_log.level
+    client_log.setLevel(logging.CRITICAL)  # one line per attempt is ours
+    try:
+        asyncio.run(retry_unreachable(config.kafka, probe, wait, on_retry=retrying))
+    except BrokerUnreachable as exc:
+        sys.exit(f"situflow {config.service}: {exc}")
+    finally:
+        client_log.setLevel(level)
+    app.main()
 
 
 def state_table(app: faust.App, name: str, config: ServiceConfig, help: str) -> Any:
@@ -259,7 +290,8 @@ class ServiceMetrics:
         assigned = len(app.consumer.assignment()) if app.consumer else 0
         recovered = cast(Any, app.tables).recovery.completed.is_set()
         ready = assigned > 0 and recovered and not app.rebalancing and self.registry_synced
-        return {"service": self.service, "ready": ready, "assigned": assigned,
+        inputs = {topic: owned_partitions(app, topic) for topic in self.inputs}
+        return {"service": self.service, "ready": ready, "assigned": assigned, "inputs": inputs,
                 "rebalancing": app.rebalancing, "tables_recovered": recovered,
                 "registry_synced": self.registry_synced, **self.health_details()}
 

@@ -28,7 +28,6 @@ import asyncio
 import functools
 import logging
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -45,7 +44,6 @@ EXIT_FAILURE = 1
 DEFAULT_WAIT = 10.0
 #: (events, cars) of ``situflow demo --local`` and of ``situflow demo`` through the services.
 LOCAL_DEMO_SIZE, PIPELINE_DEMO_SIZE = (1_000_000, 2_000), (20_000, 100)
-_FIRST_BACKOFF, _MAX_BACKOFF = 0.25, 4.0
 
 
 class CommandError(SituflowError):
@@ -182,24 +180,12 @@ def _with_broker(args: argparse.Namespace, operation: Callable[[KafkaSettings], 
 async def _retrying(
     settings: KafkaSettings, operation: Callable[[KafkaSettings], Awaitable[T]], wait: float
 ) -> T:
-    from aiokafka.errors import KafkaConnectionError
+    from workers.settings import BrokerUnreachable, retry_unreachable
 
-    from workers.settings import ENV_BOOTSTRAP
-
-    deadline = time.monotonic() + wait
-    backoff = _FIRST_BACKOFF
-    while True:
-        try:
-            return await operation(settings)
-        except KafkaConnectionError:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise CommandError(
-                    f"cannot reach Kafka at {settings.bootstrap_servers} (retried for {wait:g}s); "
-                    f"is it running? {ENV_BOOTSTRAP} names the brokers"
-                ) from None
-            await asyncio.sleep(min(backoff, left))
-            backoff = min(backoff * 2, _MAX_BACKOFF)
+    try:
+        return await retry_unreachable(settings, operation, wait)
+    except BrokerUnreachable as exc:
+        raise CommandError(str(exc)) from None
 
 
 def _up(args: argparse.Namespace) -> int:

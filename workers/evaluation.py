@@ -161,8 +161,9 @@ def read_query_file(queries: Queries, env: dict[str, str] | os._Environ[str]) ->
 
 
 def evaluator_app(service: str, languages: Iterable[str],
-                  output_role: TopicRole) -> tuple[faust.App, Queries]:
-    """The Faust app of one evaluating service and its queries (see the module doc)."""
+                  output_role: TopicRole) -> tuple[faust.App, Queries, ServiceConfig]:
+    """The Faust app of one evaluating service, its queries and settings (see the module
+    doc)."""
     config = ServiceConfig.from_env(service)
     stream = config.stream
     if not stream.key_fields:
@@ -318,7 +319,7 @@ def evaluator_app(service: str, languages: Iterable[str],
             if states.due(partition) and states.want_tick(partition, now):
                 await ticks.send(value=b"", partition=partition)
 
-    return app, queries
+    return app, queries, config
 
 
 def follow_registry(app: faust.App, config: ServiceConfig, queries: Queries,

@@ -52,6 +52,7 @@ from workers.app import (
     make_app,
     message_age,
     owned_partitions,
+    run,
     state_table,
 )
 from workers.partitions import PartitionStates
@@ -262,4 +263,4 @@ async def tick() -> None:
 
 
 if __name__ == "__main__":
-    app.main()
+    run(app, config)

@@ -5,9 +5,10 @@ see :mod:`workers.evaluation`. Run: ``python -m workers.matcher worker``.
 """
 
 from topics.catalog import TopicRole
+from workers.app import run
 from workers.evaluation import evaluator_app
 
-app, queries = evaluator_app("matcher", ("tpstream", "sase"), TopicRole.MATCHES)
+app, queries, config = evaluator_app("matcher", ("tpstream", "sase"), TopicRole.MATCHES)
 
 if __name__ == "__main__":
-    app.main()
+    run(app, config)

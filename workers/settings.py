@@ -22,12 +22,18 @@ as an opaque handshake error later.
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from aiokafka.errors import KafkaConnectionError
 from aiokafka.helpers import create_ssl_context
+
+T = TypeVar("T")
+FIRST_BACKOFF, MAX_BACKOFF = 0.25, 4.0
 
 ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -117,3 +123,33 @@ class KafkaSettings:
             kwargs["sasl_plain_username"] = self.sasl_username
             kwargs["sasl_plain_password"] = self.sasl_password
         return kwargs
+
+
+class BrokerUnreachable(ConnectionError):
+    """No broker of ``KAFKA_BOOTSTRAP_SERVERS`` answered within the time given."""
+
+
+async def retry_unreachable(
+    settings: KafkaSettings,
+    operation: Callable[[KafkaSettings], Awaitable[T]],
+    wait: float,
+    on_retry: Callable[[float], None] | None = None,
+) -> T:
+    """``operation``, retried with exponential backoff while the broker is unreachable, for at
+    most ``wait`` seconds; ``on_retry(seconds)`` is told of each wait before it."""
+    deadline = time.monotonic() + wait
+    backoff = FIRST_BACKOFF
+    while True:
+        try:
+            return await operation(settings)
+        except KafkaConnectionError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BrokerUnreachable(
+                    f"cannot reach Kafka at {settings.bootstrap_servers} (retried for {wait:g}s); "
+                    f"is it running? {ENV_BOOTSTRAP} names the brokers") from None
+            pause = min(backoff, left)
+            if on_retry is not None:
+                on_retry(pause)
+            await asyncio.sleep(pause)
+            backoff = min(backoff * 2, MAX_BACKOFF)

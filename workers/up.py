@@ -58,12 +58,13 @@ class ServiceProcess:
     process: subprocess.Popen[bytes]
     web_port: int
     log_path: Path
+    kind: str = ""  # the service (module workers.<kind>); name tells replicas apart
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.web_port}"
 
-    def get(self, path: str, timeout: float = 2.0) -> bytes:
+    def get(self, path: str, timeout: float = 10.0) -> bytes:
         with urllib.request.urlopen(self.url + path, timeout=timeout) as response:
             return bytes(response.read())
 
@@ -101,6 +102,8 @@ class Pipeline:
     name: str | None = None
     registry_topic: str | None = None
     service_names: tuple[str, ...] = ()
+    #: Workers per service, all in the service's consumer group (they share its partitions).
+    replicas: int = 1
     #: The embedded broker to start when ``kafka`` is None and the environment names none.
     broker: EmbeddedBroker | None = None
     services: dict[str, ServiceProcess] = field(default_factory=dict, init=False)
@@ -149,8 +152,9 @@ class Pipeline:
             asyncio.run(create_topics(self.kafka, [*specs, registry_spec(self.registry_topic)]))
             if self.query_file is not None:
                 self.submit(self.query_file, self.query_name)
-            for name in self.service_names:
-                self.start_service(name)
+            for kind in self.service_names:
+                for replica in range(1, self.replicas + 1):
+                    self.start_service(kind, kind if replica == 1 else f"{kind}-{replica}")
             self.wait_ready()
         except BaseException:
             self.stop()
@@ -169,9 +173,11 @@ class Pipeline:
         assert self.kafka is not None
         asyncio.run(delete(self.kafka, name, topic=self.registry_topic))
 
-    def start_service(self, name: str) -> ServiceProcess:
-        """Start (or restart) one service with a fresh web port and its own data dir."""
+    def start_service(self, kind: str, name: str | None = None) -> ServiceProcess:
+        """Start (or restart) one worker of service ``kind`` (``workers.<kind>``) with a fresh
+        web port and its own data dir; ``name`` (default: ``kind``) tells replicas apart."""
         assert self.kafka is not None and self.work_dir is not None
+        name = name or kind
         port = free_port()
         env = {
             **os.environ,
@@ -191,7 +197,7 @@ class Pipeline:
             "SITUFLOW_WEB_BIND": "127.0.0.1",
             **self.extra_env,
         }
-        command = [sys.executable, "-m", f"workers.{name}", "worker", "-l", "warn"]
+        command = [sys.executable, "-m", f"workers.{kind}", "worker", "-l", "warn"]
         setpriv = shutil.which("setpriv") if sys.platform == "linux" else None
         if setpriv:
             command = [setpriv, "--pdeathsig", "TERM", *command]
@@ -200,7 +206,7 @@ class Pipeline:
         with log_path.open("ab") as log:
             process = subprocess.Popen(command, env=env, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
                                        stdout=log, stderr=subprocess.STDOUT)
-        service = self.services[name] = ServiceProcess(name, process, port, log_path)
+        service = self.services[name] = ServiceProcess(name, process, port, log_path, kind)
         return service
 
     def kafka_env(self) -> dict[str, str]:
