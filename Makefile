@@ -1,5 +1,5 @@
 # situflow: the two commands of the README, and the pieces they are made of.
-#   make demo   the aggressive-drivers query over a generated car-sensor stream
+#   make demo   the aggressive-drivers query through the services, over a local Kafka broker
 #   make test   lint, type check and the whole test suite (what CI runs)
 
 PYTHON ?= python3
@@ -29,8 +29,9 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(PY) -m pytest
 
+# Every benchmark (several minutes); bench/README.md has the numbers and how to read them.
 bench: $(STAMP)
-	$(PY) bench/tpstream.py
+	for b in tpstream sase plans trends pipeline; do PYTHONPATH=. $(PY) bench/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
