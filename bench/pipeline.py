@@ -5,8 +5,9 @@ Prints, measured in one run on one embedded broker (aggressive-drivers query, ge
   back (events/s for the same bytes, no processing);
 - end-to-end events/s through K-slack and the matcher, with the stream produced as Arrow IPC
   batches and as JSON (one event per message), each as a ratio to the raw limit;
-- each service's own rate while it was busy (its ``situflow_events_in`` counter), the figure
-  the per-process target is about;
+- each service's own rate while it was busy (its ``situflow_events_in`` counter), running
+  together and then alone (K-slack first with the matcher stopped, then the matcher over the
+  backlog), the latter being the figure the per-process target is about;
 - p50/p99 latency at a fixed offered load (Arrow batches every 20 ms at ``--rate`` events/s),
   from producing the event that *releases* a result's emitting event from K-slack (the car's
   next event, with K = 0) to a consumer reading the result from ``matches.<query>``. The wait
@@ -103,12 +104,44 @@ async def raw_limit(kafka: KafkaSettings, messages: Messages, events: int,
 
 
 @contextmanager
-def pipeline(kafka: KafkaSettings, label: str, partitions: int, slack: int) -> Iterator[Pipeline]:
+def pipeline(kafka: KafkaSettings, label: str, partitions: int, slack: int,
+             services: tuple[str, ...] = ("kslack", "matcher")) -> Iterator[Pipeline]:
     stream = StreamSpec(f"bench-{label}", partitions=partitions, key_fields=("car_id",))
     with tempfile.TemporaryDirectory() as work, \
             Pipeline(stream, QUERY, slack=slack, idle_timeout=1.0, kafka=kafka,
-                     work_dir=Path(work), name=f"bench-{label}") as running:
+                     work_dir=Path(work), name=f"bench-{label}",
+                     service_names=services) as running:
         yield running
+
+
+def busy_rate(service: ServiceProcess, events: float, timeout: float = 600) -> float:
+    """Events/s of ``service`` from its first consumed event until it has consumed ``events``."""
+    deadline = time.perf_counter() + timeout
+    first = None
+    while (count := counter(service, "situflow_events_in_total")) < events:
+        if first is None and count > 0:
+            first = time.perf_counter(), count
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"{service.name} did not consume {events:.0f} events")
+        time.sleep(0.02)
+    if first is None:  # all at once, between two polls
+        return float("inf")
+    return (events - first[1]) / (time.perf_counter() - first[0])
+
+
+def one_at_a_time(kafka: KafkaSettings, messages: Messages, events: int,
+                  partitions: int) -> dict[str, float]:
+    """Each service's events/s with the machine to itself: K-slack over the whole input while
+    the matcher is not running yet, then the matcher over the backlog K-slack left it."""
+    with pipeline(kafka, "alone", partitions, slack=5, services=("kslack",)) as running:
+        kslack = running.services["kslack"]
+        asyncio.run(produce(kafka, stream_topics(running.stream)[0].name, messages, arrow=True))
+        rates = {"kslack": busy_rate(kslack, events)}
+        released = counter(kslack, "situflow_events_out_total")
+        running.start_service("matcher")
+        running.wait_ready()
+        rates["matcher"] = busy_rate(running.services["matcher"], released)
+        return rates
 
 
 def all_processed(running: Pipeline, events: int) -> bool:
@@ -209,6 +242,8 @@ def main() -> None:
               f"({rate / limit:.3f} of raw)")
         for name, value in rates.items():
             print(f"  {name:<8} while busy                       {value:12,.0f} events/s")
+        for name, value in one_at_a_time(kafka, arrow, args.events, args.partitions).items():
+            print(f"  {name:<8} alone, Arrow batches             {value:12,.0f} events/s")
         json_columns = car_columns(args.json_events, args.cars, seed=7)
         json_rate, json_rates = end_to_end(kafka, json_messages(json_columns, args.partitions),
                                            args.json_events, False, args.partitions)

@@ -18,6 +18,9 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+import numpy as np
+import pyarrow as pa
+
 E = TypeVar("E")
 
 
@@ -97,4 +100,99 @@ class KSlack(Generic[E]):
                 [(ts, n, decode(item)) for ts, n, item in heap], max_seen, released)
             heapq.heapify(ks._partitions[hashable].heap)
             ks._buffered += len(heap)
+        return ks
+
+
+class ColumnarKSlack:
+    """The same K-slack as :class:`KSlack` for one partition, over Arrow tables of events.
+
+    Pushing a batch gives the events :class:`KSlack` would release while pushing its rows one
+    by one (in the same order) and the late rows, without a per-row Python step:
+
+    * the largest time seen, ``runmax``, is a running maximum over the rows; late rows cannot
+      raise it (a late time lies below what was released, which lies below it), so they need
+      not be told apart first, and the release bound after row ``i`` is ``runmax[i] - K``;
+    * a waiting event is released at the first row whose bound exceeds its time (the bound
+      never decreases), so one ``searchsorted`` finds every event's release step;
+    * row ``i`` is late if its time is below the last time released before it, the largest
+      time released at an earlier step; a late row's own time never raises that maximum;
+    * what one batch releases comes out in (time, arrival) order: an event released at a later
+      step has a time no smaller than every earlier release, or it would have been late.
+
+    Rows still waiting are kept as a table in arrival order. Schemas of successive batches may
+    differ: missing columns become null and types widen where Arrow can (``permissive``).
+    """
+
+    def __init__(self, slack: int, time_field: str = "ts"):
+        if slack < 0:
+            raise ValueError("the slack K must not be negative")
+        self.slack = slack
+        self.time_field = time_field
+        self.max_seen: int | None = None
+        self.released: int | None = None
+        self.pending: pa.Table | None = None
+
+    @property
+    def buffered(self) -> int:
+        return 0 if self.pending is None else self.pending.num_rows
+
+    def push(self, batch: pa.Table) -> tuple[pa.Table, pa.Table]:
+        """Add ``batch`` (rows in arrival order); returns (released, in order; late rows)."""
+        table = batch if self.pending is None else pa.concat_tables(
+            [self.pending, batch], promote_options="permissive")
+        waiting = self.buffered
+        times = np.asarray(table.column(self.time_field).to_numpy(), dtype=np.int64)
+        new = times[waiting:]
+        if not len(new):
+            return table.slice(0, 0), table.slice(0, 0)
+        runmax = np.maximum.accumulate(new)
+        if self.max_seen is not None:
+            runmax = np.maximum(runmax, self.max_seen)
+        bound = runmax - self.slack
+        # Release step of every row: the first new row whose bound exceeds its time (waiting
+        # rows can go at step 0, a new row at its own step at the earliest).
+        arrival = np.arange(len(times))
+        step = np.searchsorted(bound, times, side="right")
+        step = np.maximum(step, arrival - waiting)
+        floor = np.iinfo(np.int64).min if self.released is None else self.released
+        best = np.full(len(new) + 1, floor, dtype=np.int64)  # best[s + 1]: max time of step s
+        going = step < len(new)
+        np.maximum.at(best, step[going] + 1, times[going])
+        released_before = np.maximum.accumulate(best)[:-1]  # before row i: steps < i
+        late = np.zeros(len(times), dtype=bool)
+        late[waiting:] = new < released_before
+        out = going & ~late
+        order = np.lexsort((arrival[out], times[out]))
+        released = table.take(pa.array(arrival[out][order]))
+        stay = ~going & ~late
+        # One chunk: a chunk per pushed batch would make every later push slower.
+        self.pending = table.filter(pa.array(stay)).combine_chunks() if stay.any() else None
+        self.max_seen = int(runmax[-1])
+        if released.num_rows:
+            self.released = int(times[out][order][-1])
+        return released, table.filter(pa.array(late))
+
+    def finish(self) -> pa.Table | None:
+        """Release everything waiting (end of input, or an idle timeout), in order."""
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return None
+        times = np.asarray(pending.column(self.time_field).to_numpy(), dtype=np.int64)
+        order = np.lexsort((np.arange(len(times)), times))
+        self.released = int(times[order[-1]])
+        return pending.take(pa.array(order))
+
+    def snapshot(self) -> dict[str, Any]:
+        rows = [] if self.pending is None else self.pending.to_pylist()
+        return {"slack": self.slack, "time_field": self.time_field, "max_seen": self.max_seen,
+                "released": self.released, "pending": rows}
+
+    @classmethod
+    def restore(cls, state: dict[str, Any]) -> ColumnarKSlack:
+        ks = cls(state["slack"], state["time_field"])
+        ks.max_seen, ks.released = state["max_seen"], state["released"]
+        rows = state["pending"]
+        if rows:
+            names = dict.fromkeys(name for row in rows for name in row)
+            ks.pending = pa.table({n: [row.get(n) for row in rows] for n in names})
         return ks

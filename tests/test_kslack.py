@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from situflow.kslack import KSlack
+from situflow.kslack import ColumnarKSlack, KSlack
 
 
 def feed(ks: KSlack, times: list[int]) -> tuple[list[int], list[int]]:
@@ -74,3 +75,32 @@ def test_bounded_disorder_gives_exactly_the_ordered_stream(times, slack, rnd):
                 arrival[i], arrival[i + 1] = arrival[i + 1], arrival[i]
     assert all(max(arrival[: k + 1]) - t <= slack for k, t in enumerate(arrival))
     assert feed(KSlack(slack), arrival) == (ordered, [])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 4), st.lists(st.integers(0, 30), max_size=40), st.data())
+def test_columnar_kslack_releases_and_rejects_what_kslack_does_row_by_row(slack, times, data):
+    """Any split of the stream into batches, and a snapshot between batches, give KSlack's
+    releases in KSlack's order and the same late events."""
+    reference: KSlack[int] = KSlack(slack)
+    want_released, want_late = [], []
+    for n, t in enumerate(times):
+        out, dropped = reference.push("p", t, n)
+        want_released += out
+        want_late += dropped
+    ks = ColumnarKSlack(slack)
+    released: list[int] = []
+    late: list[int] = []
+    start = 0
+    while start < len(times):
+        stop = data.draw(st.integers(start + 1, len(times)))
+        batch = pa.table({"ts": times[start:stop], "n": list(range(start, stop))})
+        out, rejected = ks.push(batch)
+        released += out.column("n").to_pylist()
+        late += rejected.column("n").to_pylist()
+        ks = ColumnarKSlack.restore(json.loads(json.dumps(ks.snapshot())))
+        start = stop
+    assert released == want_released
+    assert late == want_late
+    rest = ks.finish()
+    assert ([] if rest is None else rest.column("n").to_pylist()) == reference.finish()

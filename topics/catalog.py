@@ -237,11 +237,14 @@ def dlq_topic(source: TopicSpec) -> TopicSpec:
 
 
 def situations_topic(
-    partitions: int = DEFAULT_PARTITIONS, replication_factor: int = 1
+    partitions: int = DEFAULT_PARTITIONS, replication_factor: int = 1, name: str = SITUATIONS
 ) -> TopicSpec:
-    """``situations``: keyed by (query, partition key) so one matcher sees a key's situations."""
+    """``situations``: keyed by (query, partition key) so one matcher sees a key's situations.
+
+    ``name`` renames it (the deriver's ``SITUFLOW_SITUATIONS_TOPIC``, e.g. one per test).
+    """
     return TopicSpec(
-        SITUATIONS,
+        name,
         TopicRole.SITUATIONS,
         key=MessageSchema("JSON array [query id, partition key]"),
         value=MessageSchema(

@@ -49,7 +49,14 @@ from situflow.errors import InputError, QueryError, SituflowError
 from situflow.events import EventBatch
 from situflow.operator import CompiledQuery, Operator, QueryOptions
 from situflow.queries import compile_query, partition_attributes
-from topics.catalog import SEQ_FIELD, QueryOutput, TopicRole, query_topic, stream_topics
+from topics.catalog import (
+    SEQ_FIELD,
+    QueryOutput,
+    StreamSpec,
+    TopicRole,
+    query_topic,
+    stream_topics,
+)
 from topics.registry import QueryRecord, RegistryWatcher
 from workers.app import (
     ServiceConfig,
@@ -160,6 +167,42 @@ def read_query_file(queries: Queries, env: dict[str, str] | os._Environ[str]) ->
         sys.exit(f"situflow {queries.service}: {file}: {exc}")
 
 
+def decode_ordered(event: Any, stream: StreamSpec) -> pa.RecordBatch:
+    """A ``<stream>.ordered`` message's events with their input seq (an Arrow batch, or a JSON
+    event that carries its seq as an attribute)."""
+    if event.value is None:
+        raise InputError("empty message (null value)")
+    if arrow_events.is_arrow(event.message.headers):
+        batch = arrow_events.decode_batch(event.value, time_field=stream.time_field)
+    else:
+        batch = arrow_events.batch_from_events(
+            [decode_event(event.value, time_field=stream.time_field)])
+    if SEQ_FIELD not in batch.schema.names:
+        raise InputError(f"an ordered event lacks its {SEQ_FIELD!r}: not written by K-slack")
+    return batch
+
+
+def fresh_rows(positions: dict[str, list[int]], batch: pa.RecordBatch,
+               stream: StreamSpec) -> pa.RecordBatch:
+    """The rows after their key's position (a redelivery repeats the others); moves the
+    positions on."""
+    try:
+        keys = zip(*(batch.column(f).to_pylist() for f in stream.key_fields), strict=True)
+    except KeyError as exc:
+        raise InputError(f"missing partition attribute {exc}") from None
+    times = batch.column(stream.time_field).to_pylist()
+    seqs = batch.column(SEQ_FIELD).to_pylist()
+    keep = np.ones(batch.num_rows, dtype=bool)
+    for row, (key, ts, seq) in enumerate(zip(keys, times, seqs, strict=True)):
+        name = repr(key)
+        last = positions.get(name)
+        if last is not None and [ts, seq] <= last:
+            keep[row] = False
+        else:
+            positions[name] = [ts, seq]
+    return batch if keep.all() else batch.filter(pa.array(keep))
+
+
 def evaluator_app(service: str, languages: Iterable[str],
                   output_role: TopicRole) -> tuple[faust.App, Queries, ServiceConfig]:
     """The Faust app of one evaluating service, its queries and settings (see the module
@@ -218,9 +261,9 @@ def evaluator_app(service: str, languages: Iterable[str],
     async def evaluate_message(evaluation: Evaluation, event: Any) -> list[Any]:
         """Evaluate every query on the message's new events; the deliveries of what it sent."""
         try:
-            batch = decode(event)
+            batch = decode_ordered(event, stream)
             metrics.events_in(service, ordered_name).inc(batch.num_rows)
-            batch = fresh_rows(evaluation, batch)
+            batch = fresh_rows(evaluation.positions, batch, stream)
             if not batch.num_rows:
                 return []
             seq = np.asarray(batch.column(SEQ_FIELD).to_numpy(), dtype=np.int64)
@@ -256,38 +299,6 @@ def evaluator_app(service: str, languages: Iterable[str],
         if errors:
             deliveries.append(await dead_letter(event, "; ".join(errors)))
         return deliveries
-
-    def decode(event: Any) -> pa.RecordBatch:
-        """The message's events with their input seq (JSON messages carry it as an attribute)."""
-        if event.value is None:
-            raise InputError("empty message (null value)")
-        if arrow_events.is_arrow(event.message.headers):
-            batch = arrow_events.decode_batch(event.value, time_field=stream.time_field)
-        else:
-            batch = arrow_events.batch_from_events(
-                [decode_event(event.value, time_field=stream.time_field)])
-        if SEQ_FIELD not in batch.schema.names:
-            raise InputError(f"an ordered event lacks its {SEQ_FIELD!r}: not written by K-slack")
-        return batch
-
-    def fresh_rows(evaluation: Evaluation, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """The rows after their key's position (a redelivery repeats the others)."""
-        try:
-            keys = zip(*(batch.column(f).to_pylist() for f in stream.key_fields), strict=True)
-        except KeyError as exc:
-            raise InputError(f"missing partition attribute {exc}") from None
-        times = batch.column(stream.time_field).to_pylist()
-        seqs = batch.column(SEQ_FIELD).to_pylist()
-        positions = evaluation.positions
-        keep = np.ones(batch.num_rows, dtype=bool)
-        for row, (key, ts, seq) in enumerate(zip(keys, times, seqs, strict=True)):
-            name = repr(key)
-            last = positions.get(name)
-            if last is not None and [ts, seq] <= last:
-                keep[row] = False
-            else:
-                positions[name] = [ts, seq]
-        return batch if keep.all() else batch.filter(pa.array(keep))
 
     async def dead_letter(event: Any, reason: str) -> Any:
         metrics.dlq(service, dlq_name).inc()

@@ -38,12 +38,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 from faust.types import TP
 
 from situflow.codecs import arrow_events
 from situflow.codecs.errors import InputError
 from situflow.codecs.json_events import decode_event, encode_event
-from situflow.kslack import KSlack
+from situflow.kslack import ColumnarKSlack
 from topics.catalog import ROW_BITS, SEQ_FIELD, stream_topics
 from workers.app import (
     ServiceConfig,
@@ -64,7 +66,9 @@ IDLE_TIMEOUT = float(os.environ.get("SITUFLOW_IDLE_TIMEOUT", "5"))
 #: waited ``LINGER`` seconds (a tick sends them when no input comes): few, large messages
 #: under load, low latency otherwise.
 OUTPUT_BATCH = 8192
-LINGER = 0.02
+LINGER = 0.005
+#: JSON events pushed into the K-slack buffer together at most.
+INBOX_BATCH = 1024
 STREAM = config.stream
 if not STREAM.key_fields:
     sys.exit(f"situflow {config.service}: set SITUFLOW_KEY_FIELDS to the partition attributes; "
@@ -88,24 +92,34 @@ dlq = app.topic(DLQ, key_serializer="raw", value_serializer="raw")
 
 @dataclass
 class Buffer:
-    """One input partition: its K-slack buffer of ``[seq, event]`` items."""
+    """One input partition: its K-slack buffer, a table of events with their input seq."""
 
-    kslack: KSlack[list[Any]]
+    kslack: ColumnarKSlack
     offset: int = -1  # the last input offset processed
     last_input: float = field(default_factory=time.monotonic)  # for the idle timeout
     # Released, not yet sent; in the checkpoint, so a restart sends what it holds.
-    outbox: list[list[Any]] = field(default_factory=list)
+    outbox: list[pa.Table] = field(default_factory=list)
+    # JSON events not yet pushed: pushing one row at a time would cost as much as a batch.
+    # Never in a checkpoint: it is pushed before every checkpoint.
+    inbox: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
     sent_at: float = field(default_factory=time.monotonic)  # when the outbox was last sent
+
+    @property
+    def outgoing(self) -> int:
+        return sum(table.num_rows for table in self.outbox)
 
 
 def load(value: Any) -> Buffer:
     if value is None:
-        return Buffer(KSlack(SLACK))
-    return Buffer(KSlack.restore(value["kslack"]), value["offset"], outbox=value["outbox"])
+        return Buffer(ColumnarKSlack(SLACK, STREAM.time_field))
+    outbox = [arrow_events.batch_from_events(value["outbox"])] if value["outbox"] else []
+    return Buffer(ColumnarKSlack.restore(value["kslack"]), value["offset"],
+                  outbox=[pa.Table.from_batches([batch]) for batch in outbox])
 
 
 def store(buffer: Buffer) -> dict[str, Any]:
-    return {"kslack": buffer.kslack.snapshot(), "offset": buffer.offset, "outbox": buffer.outbox}
+    outbox = [row for table in buffer.outbox for row in table.to_pylist()]
+    return {"kslack": buffer.kslack.snapshot(), "offset": buffer.offset, "outbox": outbox}
 
 
 buffers = state_table(app, "buffers", config,
@@ -131,59 +145,112 @@ async def reorder(stream: Any) -> None:
         if message.offset <= buffer.offset:
             states.hold(partition, event)  # already in the checkpointed buffers
         else:
-            deliveries = await reorder_message(buffer, event)
+            deliveries = await take_in(buffer, event)
             buffer.offset = message.offset
             states.changed(partition, buffer, event, deliveries)
-        if len(buffer.outbox) >= OUTPUT_BATCH or time.monotonic() - buffer.sent_at >= LINGER:
+        due = states.due(partition)
+        lingered = time.monotonic() - buffer.sent_at >= LINGER
+        if buffer.inbox and (due or lingered or len(buffer.inbox) >= INBOX_BATCH):
+            states.changed(partition, buffer, deliveries=await push_inbox(buffer))
+        if buffer.outgoing >= OUTPUT_BATCH or lingered:
             states.changed(partition, buffer, deliveries=await send_ordered(partition, buffer))
-        if states.due(partition):
+        if due:
             await states.checkpoint(partition, manual)
         set_buffered(partition, buffer.kslack.buffered)
         metrics.latency.observe(message_age(message, time.time()))
 
 
-async def reorder_message(buffer: Buffer, event: Any) -> list[Any]:
-    """Push the message's events into the buffers; returns the deliveries of what it sent to
-    the late and dead-letter topics (released events wait in the outbox)."""
-    message = event.message
+async def take_in(buffer: Buffer, event: Any) -> list[Any]:
+    """Decode a message: a JSON event waits in the inbox, an Arrow batch is pushed (after the
+    inbox, to keep arrival order). Returns the deliveries of what went to the late and
+    dead-letter topics (released events wait in the outbox)."""
+    arrow = arrow_events.is_arrow(event.message.headers)
     try:
-        if event.value is None:
-            raise InputError("empty message (null value)")
-        arrow = arrow_events.is_arrow(message.headers)
-        if arrow:
-            batch = arrow_events.decode_batch(event.value, time_field=STREAM.time_field)
-            records = arrow_events.events_from_batch(batch)
-        else:
-            records = [decode_event(event.value, time_field=STREAM.time_field)]
-        for record in records:
+        if not arrow:
+            record = decode_event(value_of(event), time_field=STREAM.time_field)
             check_partition_key(record)
+            buffer.inbox.append((event, record))
+            metrics.events_in("kslack", RAW).inc()
+            return []
+        batch = arrow_events.decode_batch(value_of(event), time_field=STREAM.time_field)
+        check_partition_key(batch.schema.names)
     except InputError as error:
-        metrics.dlq("kslack", DLQ).inc()
-        return [await dlq.send(key=event.key, value=event.value,
-                               headers=dlq_headers(message, error.reason))]
-    metrics.events_in("kslack", RAW).inc(len(records))
-    too_late: list[dict[str, Any]] = []
-    base = message.offset << ROW_BITS
-    for row, record in enumerate(records):
-        released, late_items = buffer.kslack.push(None, record[STREAM.time_field],
-                                                  [base | row, record])
-        buffer.outbox.extend(released)
-        too_late.extend(record for _, record in late_items)
-    if not too_late:
+        return [await dead_letter(event, error.reason)]
+    metrics.events_in("kslack", RAW).inc(batch.num_rows)
+    seq = (event.message.offset << ROW_BITS) + np.arange(batch.num_rows, dtype=np.int64)
+    table = pa.Table.from_batches([batch]).append_column(SEQ_FIELD, pa.array(seq))
+    return [*await push_inbox(buffer), *await push(buffer, table, {}, event)]
+
+
+async def push_inbox(buffer: Buffer) -> list[Any]:
+    """Push the waiting JSON events as one table; if their attributes conflict, one by one,
+    so that only the conflicting events go to the dead-letter topic."""
+    entries, buffer.inbox = buffer.inbox, []
+    if not entries:
         return []
-    metrics.late("kslack", LATE).inc(len(too_late))
-    value = arrow_events.encode_batch(arrow_events.batch_from_events(too_late)) if arrow \
-        else event.value
-    headers = arrow_events.HEADERS if arrow else None
-    return [await late.send(key=event.key, value=value, partition=message.partition,
-                            headers=headers)]
+    sources = {event.message.offset << ROW_BITS: event for event, _ in entries}
+    try:
+        return await push(buffer, json_table(entries), sources)
+    except (InputError, pa.ArrowInvalid, pa.ArrowTypeError):
+        deliveries = []
+        for entry in entries:
+            try:
+                deliveries += await push(buffer, json_table([entry]), sources)
+            except (InputError, pa.ArrowInvalid, pa.ArrowTypeError) as error:
+                deliveries.append(await dead_letter(
+                    entry[0], f"attributes do not fit the buffered events: {error}"))
+        return deliveries
 
 
-def check_partition_key(event: dict[str, Any]) -> None:
+def json_table(entries: list[tuple[Any, dict[str, Any]]]) -> pa.Table:
+    batch = arrow_events.batch_from_events([record for _, record in entries])
+    seq = pa.array([event.message.offset << ROW_BITS for event, _ in entries], pa.int64())
+    return pa.Table.from_batches([batch]).append_column(SEQ_FIELD, seq)
+
+
+async def push(buffer: Buffer, table: pa.Table, sources: dict[int, Any],
+               arrow_message: Any = None) -> list[Any]:
+    """Push ``table`` into the K-slack buffer; late rows go to ``<stream>.late``: a JSON
+    event's message unchanged (``sources`` by seq), an Arrow message's rows as Arrow."""
+    try:
+        released, too_late = buffer.kslack.push(table)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+        if arrow_message is None:
+            raise
+        return [await dead_letter(arrow_message,
+                                  f"attributes do not fit the buffered events: {error}")]
+    if released.num_rows:
+        buffer.outbox.append(released)
+    if not too_late.num_rows:
+        return []
+    metrics.late("kslack", LATE).inc(too_late.num_rows)
+    if arrow_message is not None:
+        rows = too_late.drop_columns([SEQ_FIELD]).combine_chunks().to_batches()[0]
+        return [await late.send(key=arrow_message.key, value=arrow_events.encode_batch(rows),
+                                partition=arrow_message.message.partition,
+                                headers=arrow_events.HEADERS)]
+    originals = [sources[seq] for seq in too_late.column(SEQ_FIELD).to_pylist()]
+    return [await late.send(key=e.key, value=e.value, partition=e.message.partition)
+            for e in originals]
+
+
+def value_of(event: Any) -> bytes:
+    if event.value is None:
+        raise InputError("empty message (null value)")
+    return bytes(event.value)
+
+
+def check_partition_key(names: Any) -> None:
     """Raise InputError when a key field is missing: downstream state is split by them."""
     for name in STREAM.key_fields:
-        if name not in event:
+        if name not in names:
             raise InputError(f"missing partition attribute {name!r}")
+
+
+async def dead_letter(event: Any, reason: str) -> Any:
+    metrics.dlq("kslack", DLQ).inc()
+    return await dlq.send(key=event.key, value=event.value,
+                          headers=dlq_headers(event.message, reason))
 
 
 async def send_ordered(partition: int, buffer: Buffer) -> list[Any]:
@@ -193,29 +260,35 @@ async def send_ordered(partition: int, buffer: Buffer) -> list[Any]:
     buffer.sent_at = time.monotonic()
     if not released:
         return []
-    rows = [{**record, SEQ_FIELD: seq} for seq, record in released]
     messages: list[tuple[bytes, list[tuple[str, bytes]] | None]]
     try:
-        messages = [(arrow_events.encode_batch(arrow_events.batch_from_events(rows)),
-                     arrow_events.HEADERS)]
-    except InputError:
+        table = pa.concat_tables(released, promote_options="permissive").combine_chunks()
+        messages = [(arrow_events.encode_batch(table.to_batches()[0]), arrow_events.HEADERS)]
+        count = table.num_rows
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        rows = [row for part in released for row in part.to_pylist()]
         messages = [(encode_event(row), None) for row in rows]
+        count = len(rows)
     deliveries = [await ordered.send(value=value, partition=partition, headers=headers)
                   for value, headers in messages]
     metrics.messages_out("kslack", ORDERED).inc(len(messages))
-    metrics.events_out("kslack", ORDERED).inc(len(rows))
+    metrics.events_out("kslack", ORDERED).inc(count)
     return deliveries
 
 
 async def on_tick(partition: int, stream: Any) -> None:
     """Flush a partition idle long enough; checkpoint it when due."""
     buffer = states.get(partition)
+    if buffer.inbox:
+        states.changed(partition, buffer, deliveries=await push_inbox(buffer))
     idle = time.monotonic() - buffer.last_input
     if buffer.kslack.buffered and idle >= IDLE_TIMEOUT and await caught_up(partition, buffer):
         # Whether a flush happens depends on timing, not on the input: store that it happened
         # before anything downstream can see it, so a restart cannot undo it (the events of a
         # flushed key that come later are late, before a crash as after).
-        buffer.outbox.extend(buffer.kslack.finish())
+        flushed = buffer.kslack.finish()
+        if flushed is not None:
+            buffer.outbox.append(flushed)
         states.changed(partition, buffer)
         await states.checkpoint(partition, stream)
     if buffer.outbox:
@@ -254,7 +327,7 @@ async def tick() -> None:
     for partition in owned_partitions(app, RAW):
         if states.loaded(partition) and not states.due(partition):
             buffer = states.get(partition)
-            lingering = buffer.outbox and now - buffer.sent_at >= LINGER
+            lingering = (buffer.outbox or buffer.inbox) and now - buffer.sent_at >= LINGER
             idle = buffer.kslack.buffered and now - buffer.last_input >= IDLE_TIMEOUT
             if not (lingering or idle):
                 continue

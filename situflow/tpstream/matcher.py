@@ -23,20 +23,21 @@ evaluation order of the :class:`Planner`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
-import numpy as np
-
-from situflow.events import EventBatch, plain
+from situflow.events import plain
 from situflow.results import Match
+from situflow.tpstream.aggregates import BatchContext, SituationAggregates
 from situflow.tpstream.allen import relation
-from situflow.tpstream.deriver import column
 from situflow.tpstream.kernels import APPEAR, FINISH, START
 from situflow.tpstream.planner import Planner
 from situflow.tpstream.query import TPStreamQuery
 from situflow.tpstream.situations import BIG, Situation, SituationBuffer
 
 Config = list[Situation | None]
+#: The aggregates of a running situation at the emitting event (None: its definition has none).
+RunningValues = Callable[[Situation], list[Any] | None]
 
 
 def certain(rels: frozenset[str], x: Situation, y: Situation) -> bool:
@@ -70,92 +71,30 @@ class Partition:
         return part
 
 
-class BatchContext:
-    """What computing aggregates of running situations needs about the current batch."""
+class PatternMatcher:
+    """Alg. 5.3/5.4 over the buffers of one partition at one event: what both the fused
+    operator and the matcher of distributed TPStream (thesis §5.6.5) run once situations are
+    filed. Subclasses own the partitions and the aggregates of running situations."""
 
-    def __init__(self, batch: EventBatch, codes: np.ndarray, number: int,
-                 pre: dict[str, np.ndarray]):
-        self.batch = batch
-        self.codes = codes
-        self.number = number
-        # Aggregate state before this batch, for situations that began in an earlier one.
-        self.pre = pre
-
-
-class Matcher:
-    def __init__(self, query: TPStreamQuery, deriver: Any):
+    def __init__(self, query: TPStreamQuery):
         self.query = query
-        self.deriver = deriver
         self.ndef = len(query.definitions)
         self.window = query.window
         self.constraints = query.constraints
         self.planner = Planner(query)
-        self.partitions: list[Partition | None] = []
         self._steps: dict[tuple[int, ...], list[list[int]]] = {}
         self.refs_by_def: list[list[int]] = [[] for _ in range(self.ndef)]
         for k, agg in enumerate(query.aggregates):
             self.refs_by_def[agg.defn].append(k)
-        self.numeric_index = {k: i for i, k in enumerate(deriver.numeric)}
-
-    def partition(self, slot: int) -> Partition:
-        if len(self.partitions) <= slot:
-            self.partitions.extend([None] * (slot + 1 - len(self.partitions)))
-        part = self.partitions[slot]
-        if part is None:
-            part = self.partitions[slot] = Partition(self.ndef)
-        return part
-
-    # --- records -> buffers -> matching -------------------------------------------------------
-
-    def run(self, rec: Any, ctx: BatchContext) -> list[Match]:
-        """File the situation records of a batch and match at every feasible event."""
-        results: list[Match] = []
-        pos, defn, kind = rec.pos.tolist(), rec.defn.tolist(), rec.kind.tolist()
-        start, feasible, first = rec.start.tolist(), rec.feasible.tolist(), rec.first.tolist()
-        ts, codes = ctx.batch.ts, ctx.codes
-        bound_window = self.window
-        m, i = len(pos), 0
-        slots, times = codes[rec.pos].tolist(), ts[rec.pos].tolist()
-        partitions = self.partitions
-        if m:
-            self.partition(max(slots))
-        while i < m:
-            p, slot, t = pos[i], slots[i], times[i]
-            part = partitions[slot] or self.partition(slot)
-            changes: list[tuple[Situation, bool]] = []
-            j = i
-            while j < m and pos[j] == p:
-                d, k = defn[j], kind[j]
-                if k == START:
-                    s = Situation(d, start[j], None, None, first[j], ctx.number)
-                    part.active[d] = s
-                    changes.append((s, True))
-                elif k == FINISH:
-                    s = cast(Situation, part.active[d])
-                    part.active[d] = None
-                    if t > s.ts:  # a run within one timestamp is no interval: dropped
-                        s.te = t
-                        s.values = self._finished_values(rec, j, d, slot, ctx)
-                        self._file(part.buffers[d], s, t - bound_window)
-                        changes.append((s, False))
-                else:
-                    assert k == APPEAR
-                    s = Situation(d, start[j], t, self._finished_values(rec, j, d, slot, ctx))
-                    self._file(part.buffers[d], s, t - bound_window)
-                    changes.append((s, True))
-                j += 1
-            if changes and feasible[i]:
-                results += self._match(part, slot, p, t, changes, ctx)
-            i = j
-        return results
 
     @staticmethod
     def _file(buffer: SituationBuffer, s: Situation, bound: float) -> None:
         buffer.purge(bound)
         buffer.append(s)
 
-    def _match(self, part: Partition, slot: int, p: int, t: int,
-               changes: list[tuple[Situation, bool]], ctx: BatchContext) -> list[Match]:
+    def _match(self, part: Partition, key: Any, t: int, changes: list[tuple[Situation, bool]],
+               running: RunningValues) -> list[Match]:
+        """Every configuration that became certain at this event (time ``t``) of ``key``."""
         for b in part.buffers:
             b.purge(t - self.window)
         self.planner.observe([len(b) + (a is not None) for b, a in zip(part.buffers, part.active,
@@ -170,8 +109,8 @@ class Matcher:
             self._extend(part, order, self._steps_of(order), 1, ws, t, s.ts,
                          t if s.te is None else s.te, found, new, ended)
         results = []
-        for key in sorted(found, key=lambda ws: tuple(s.ts for s in found[ws])):
-            results.append(self._result(found[key], slot, p, t, ctx))
+        for config in sorted(found, key=lambda ws: tuple(s.ts for s in found[ws])):
+            results.append(self._result(found[config], key, t, running))
         return results
 
     def _steps_of(self, order: tuple[int, ...]) -> list[list[int]]:
@@ -238,17 +177,17 @@ class Matcher:
 
     # --- results --------------------------------------------------------------------------
 
-    def _result(self, members: list[Situation], slot: int, p: int, t: int,
-                ctx: BatchContext) -> Match:
+    def _result(self, members: list[Situation], key: Any, t: int,
+                running: RunningValues) -> Match:
         q = self.query
         aggregates: list[Any] = [None] * len(q.aggregates)
         for s in members:
-            values = s.values if s.te is not None else self._running_values(s, slot, p, ctx)
+            values = s.values if s.te is not None else running(s)
             for k in self.refs_by_def[s.defn]:
-                aggregates[k] = values[k]
+                aggregates[k] = values[k]  # type: ignore[index]
         return Match(
             query=q.name,
-            key=self.deriver.key_list[slot],
+            key=key,
             ts=max(t if s.te is None else s.te for s in members),
             emitted_at=t,
             values={name: _safe(fn, aggregates) for name, fn in q.outputs},
@@ -256,61 +195,72 @@ class Matcher:
             order=tuple(s.ts for s in members),
         )
 
-    def _finished_values(self, rec: Any, r: int, d: int, slot: int,
-                         ctx: BatchContext) -> list[Any] | None:
-        refs = self.refs_by_def[d]
-        if not refs:
-            return None
-        # Indexed like query.aggregates; only this situation's own entries are filled.
-        values: list[Any] = [None] * len(self.query.aggregates)
-        for k in refs:
-            agg = self.query.aggregates[k]
-            if agg.attr is None:
-                values[k] = int(rec.count[r])
-            elif agg.func in ("first", "last"):
-                position = int((rec.first if agg.func == "first" else rec.last)[r])
-                carried = self.deriver.carried_first if agg.func == "first" else \
-                    self.deriver.carried_last
-                values[k] = (plain(column(ctx.batch, agg.attr)[position]) if position >= 0
-                             else carried[slot, k])
-            else:
-                i = self.numeric_index[k]
-                values[k] = _numeric(agg.func, float(rec.sum[i, r]), float(rec.min[i, r]),
-                                     float(rec.max[i, r]), int(rec.cnt[i, r]))
-        return values
 
-    def _running_values(self, s: Situation, slot: int, p: int,
-                        ctx: BatchContext) -> list[Any]:
-        """Aggregates of a running situation over its events up to and including event ``p``."""
-        fresh = s.batch == ctx.number and s.first >= 0
-        lo = s.first if fresh else 0
-        rows = lo + np.flatnonzero(ctx.codes[lo:p + 1] == slot)
-        # Indexed like query.aggregates; only this situation's own entries are filled.
-        values: list[Any] = [None] * len(self.query.aggregates)
-        pre = ctx.pre
-        for k in self.refs_by_def[s.defn]:
-            agg = self.query.aggregates[k]
-            if agg.attr is None:
-                values[k] = len(rows) + (0 if fresh else int(pre["count"][slot, s.defn]))
-                continue
-            seen = column(ctx.batch, agg.attr)[rows]
-            if agg.func == "first":
-                values[k] = plain(seen[0]) if fresh else self.deriver.carried_first[slot, k]
-            elif agg.func == "last":
-                values[k] = plain(seen[-1])
-            else:
-                col = seen.astype(np.float64)
-                col = col[~np.isnan(col)]
-                i = self.numeric_index[k]
-                total, low, high, cnt = float(col.sum()), float(col.min(initial=np.inf)), \
-                    float(col.max(initial=-np.inf)), len(col)
-                if not fresh and pre["a_cnt"][slot, i]:
-                    total += float(pre["a_sum"][slot, i])
-                    low = min(low, float(pre["a_min"][slot, i]))
-                    high = max(high, float(pre["a_max"][slot, i]))
-                    cnt += int(pre["a_cnt"][slot, i])
-                values[k] = _numeric(agg.func, total, low, high, cnt)
-        return values
+class Matcher(PatternMatcher):
+    """The matching half of the fused operator: files the derivation records of a batch into
+    the slot-indexed partitions and matches at every feasible event (thesis §5.5.2-5.5.3)."""
+
+    def __init__(self, query: TPStreamQuery, deriver: Any):
+        super().__init__(query)
+        self.deriver = deriver
+        self.aggregates = SituationAggregates(query, deriver)
+        self.partitions: list[Partition | None] = []
+
+    def partition(self, slot: int) -> Partition:
+        if len(self.partitions) <= slot:
+            self.partitions.extend([None] * (slot + 1 - len(self.partitions)))
+        part = self.partitions[slot]
+        if part is None:
+            part = self.partitions[slot] = Partition(self.ndef)
+        return part
+
+    # --- records -> buffers -> matching -------------------------------------------------------
+
+    def run(self, rec: Any, ctx: BatchContext) -> list[Match]:
+        """File the situation records of a batch and match at every feasible event."""
+        results: list[Match] = []
+        pos, defn, kind = rec.pos.tolist(), rec.defn.tolist(), rec.kind.tolist()
+        start, feasible, first = rec.start.tolist(), rec.feasible.tolist(), rec.first.tolist()
+        ts, codes = ctx.batch.ts, ctx.codes
+        bound_window = self.window
+        m, i = len(pos), 0
+        slots, times = codes[rec.pos].tolist(), ts[rec.pos].tolist()
+        partitions = self.partitions
+        if m:
+            self.partition(max(slots))
+        while i < m:
+            p, slot, t = pos[i], slots[i], times[i]
+            part = partitions[slot] or self.partition(slot)
+            changes: list[tuple[Situation, bool]] = []
+            j = i
+            while j < m and pos[j] == p:
+                d, k = defn[j], kind[j]
+                if k == START:
+                    s = Situation(d, start[j], None, None, first[j], ctx.number)
+                    part.active[d] = s
+                    changes.append((s, True))
+                elif k == FINISH:
+                    s = cast(Situation, part.active[d])
+                    part.active[d] = None
+                    if t > s.ts:  # a run within one timestamp is no interval: dropped
+                        s.te = t
+                        s.values = self.aggregates.finished(rec, j, d, slot, ctx)
+                        self._file(part.buffers[d], s, t - bound_window)
+                        changes.append((s, False))
+                else:
+                    assert k == APPEAR
+                    s = Situation(d, start[j], t, self.aggregates.finished(rec, j, d, slot, ctx))
+                    self._file(part.buffers[d], s, t - bound_window)
+                    changes.append((s, True))
+                j += 1
+            if changes and feasible[i]:
+                results += self._match(part, self.deriver.key_list[slot], t, changes,
+                                       self._running(slot, p, ctx))
+            i = j
+        return results
+
+    def _running(self, slot: int, p: int, ctx: BatchContext) -> RunningValues:
+        return lambda s: self.aggregates.running(s, slot, p, ctx)
 
     # --- state ----------------------------------------------------------------------------
 
@@ -324,14 +274,6 @@ class Matcher:
         self.partitions = [None if p is None else Partition.from_state(p)
                            for p in state["partitions"]]
         self.planner.load_state(state["planner"])
-
-
-def _numeric(func: str, total: float, low: float, high: float, cnt: int) -> Any:
-    if func == "count":
-        return cnt
-    if not cnt:
-        return None
-    return {"sum": total, "min": low, "max": high, "avg": total / cnt}[func]
 
 
 def _safe(fn: Any, aggregates: list[Any]) -> Any:

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from situflow.errors import StateError
 from situflow.events import EventBatch
 from situflow.results import Match
+from situflow.tpstream.aggregates import BatchContext, pre_batch
 from situflow.tpstream.deriver import Deriver
-from situflow.tpstream.matcher import BatchContext, Matcher
+from situflow.tpstream.lifecycle import EventDriven, check_snapshot
+from situflow.tpstream.matcher import Matcher
 from situflow.tpstream.query import TPStreamQuery
 
-STATE_VERSION = 1
-_PRE = ("count", "a_sum", "a_min", "a_max", "a_cnt")
 
-
-class TPStreamOperator:
+class TPStreamOperator(EventDriven):
     def __init__(self, query: TPStreamQuery):
         self.query = query
         self.deriver = Deriver(query)
@@ -33,42 +31,23 @@ class TPStreamOperator:
             return []
         codes = self.deriver.slots(batch)
         # Early results aggregate running situations from their state before this batch.
-        pre = {name: getattr(self.deriver, name).copy() for name in _PRE} \
-            if self.query.aggregates else {}
+        pre = pre_batch(self.deriver)
         records = self.deriver.run(batch, codes)
         self.batches += 1
         results = self.matcher.run(records, BatchContext(batch, codes, self.batches, pre))
         self.deriver.carry(batch)
         return results
 
-    def advance_to(self, watermark: int) -> list[Match]:
-        """Time alone decides nothing in TPStream: a situation ends only at an event."""
-        return []
-
-    def finish(self) -> list[Match]:
-        """Situations still open at the end of input are never emitted (SEMANTICS.md)."""
-        return []
-
     @property
     def open_situations(self) -> int:
         return int(self.deriver.open_[: len(self.deriver.key_list)].sum())
 
     def snapshot(self) -> dict[str, Any]:
-        return {
-            "version": STATE_VERSION,
-            "query_id": self.query.query_id,
-            "deriver": self.deriver.to_state(),
-            "matcher": self.matcher.to_state(),
-        }
+        return self.versioned(deriver=self.deriver.to_state(), matcher=self.matcher.to_state())
 
     @classmethod
     def restore(cls, query: TPStreamQuery, snapshot: dict[str, Any]) -> TPStreamOperator:
-        if snapshot.get("version") != STATE_VERSION:
-            raise StateError(f"TPStream state version {snapshot.get('version')} is not "
-                             f"{STATE_VERSION}; delete the state directory and restart")
-        if snapshot.get("query_id") != query.query_id:
-            raise StateError("the state belongs to another query; delete the state directory "
-                             "and restart")
+        check_snapshot(query, snapshot, "TPStream")
         op = cls(query)
         op.deriver.load_state(snapshot["deriver"])
         op.matcher.load_state(snapshot["matcher"])
