@@ -73,6 +73,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.add_argument("--query", type=Path, action="append", default=[],
                     help="a query file to register at start (repeatable)")
     up.add_argument("--work-dir", type=Path, help="data and logs (default: a temp dir)")
+    up.add_argument("--archive", action="store_true",
+                    help="also run the archiver (Parquet segments under WORK_DIR/archive)")
     up.set_defaults(command=_up)
 
     demo = subparsers.choices["demo"]

@@ -102,6 +102,8 @@ class Pipeline:
     name: str | None = None
     registry_topic: str | None = None
     service_names: tuple[str, ...] = ()
+    #: Also run the archiver (Parquet segments under ``<work_dir>/archive``).
+    archive: bool = False
     #: Workers per service, all in the service's consumer group (they share its partitions).
     replicas: int = 1
     #: The embedded broker to start when ``kafka`` is None and the environment names none.
@@ -117,6 +119,8 @@ class Pipeline:
             evaluators = {EVALUATORS[self.language][0]} if self.query_file else \
                 {service for service, _ in EVALUATORS.values()}
             self.service_names = ("kslack", *sorted(evaluators))
+        if self.archive and "archiver" not in self.service_names:
+            self.service_names = (*self.service_names, "archiver")
 
     @property
     def query_name(self) -> str:
@@ -195,6 +199,7 @@ class Pipeline:
             "SITUFLOW_DATA_DIR": str(self.work_dir / name),
             "SITUFLOW_WEB_PORT": str(port),
             "SITUFLOW_WEB_BIND": "127.0.0.1",
+            "SITUFLOW_ARCHIVE_DIR": str(self.work_dir / "archive"),
             **self.extra_env,
         }
         command = [sys.executable, "-m", f"workers.{kind}", "worker", "-l", "warn"]
@@ -278,7 +283,8 @@ def up(args: argparse.Namespace) -> int:
     """Run the pipeline until Ctrl-C or SIGTERM; 1 if a service exits on its own."""
     broker = None if os.environ.get(ENV_BOOTSTRAP) else EmbeddedBroker(port=args.port)
     pipeline = Pipeline(stream_of(args), slack=args.slack, idle_timeout=args.idle_timeout,
-                        work_dir=args.work_dir, registry_topic=QUERIES, broker=broker)
+                        work_dir=args.work_dir, registry_topic=QUERIES, broker=broker,
+                        archive=args.archive)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with pipeline:
         for query in args.query:
