@@ -506,32 +506,32 @@ def archiver_app(config: ServiceConfig, settings: ArchiveSettings) -> faust.App:
 
     @app.agent(source)
     async def archive(stream_: Any) -> None:
-        manual = stream_.noack()
-        async for event in manual.events():
-            message = event.message
-            partition = message.partition
-            archive = states.get(partition)
-            if message.topic == ticks_name:
-                states.tick_arrived(partition)
-                await manual.ack(event)
-                written = [s for log in archive.logs.values() for s in log.expire()]
-            else:
-                written = await archive_message(archive, event)
-                metrics.latency.observe(message_age(message, time.time()))
-            for log in archive.logs.values():
-                for done in log.take_done():
-                    states.hold(partition, done)
-            if written:
-                for segment in written:
-                    segments("archiver", segment.meta.topic).inc()
-                    segment_bytes("archiver", segment.meta.topic).inc(segment.size)
-                    metrics.events_out("archiver", segment.meta.topic).inc(segment.meta.rows)
-                states.changed(partition, archive)
-                await states.checkpoint(partition, manual)  # soon after the files (step 4)
-            elif states.due(partition):
-                await states.checkpoint(partition, manual)
-            open_rows.labels("archiver").set(
-                sum(log.open_rows for _, a in states.items() for log in a.logs.values()))
+        await states.consume(stream_, ticks_name, on_message, on_tick)
+
+    async def on_message(event: Any) -> None:
+        partition = event.message.partition
+        archive = states.get(partition)
+        written = await archive_message(archive, event)
+        metrics.latency.observe(message_age(event.message, time.time()))
+        await after(partition, archive, written)
+
+    async def on_tick(partition: int) -> None:
+        archive = states.get(partition)
+        await after(partition, archive, [s for log in archive.logs.values() for s in log.expire()])
+
+    async def after(partition: int, archive: PartitionArchive, written: list[Segment]) -> None:
+        for log in archive.logs.values():
+            for done in log.take_done():
+                states.hold(partition, done)
+        if written:
+            for segment in written:
+                segments("archiver", segment.meta.topic).inc()
+                segment_bytes("archiver", segment.meta.topic).inc(segment.size)
+                metrics.events_out("archiver", segment.meta.topic).inc(segment.meta.rows)
+            states.changed(partition, archive)
+            await states.checkpoint(partition)  # soon after the files (step 4)
+        open_rows.labels("archiver").set(
+            sum(log.open_rows for _, a in states.items() for log in a.logs.values()))
 
     async def archive_message(archive: PartitionArchive, event: Any) -> list[Segment]:
         message = event.message

@@ -114,24 +114,19 @@ open_gauges: dict[int, int] = {}  # per partition: open situations
 
 @app.agent(source)
 async def derive(stream_: Any) -> None:
-    manual = stream_.noack()
-    async for event in manual.events():
-        message = event.message
-        partition = message.partition
-        if message.topic == TICKS:
-            states.tick_arrived(partition)
-            await manual.ack(event)
-        else:
-            await queries.known.wait()
-            metrics.messages_in(SERVICE, ORDERED).inc()
-            derivation = states.get(partition)
-            derivation.sync(queries)
-            deliveries = await derive_message(derivation, event)
-            states.changed(partition, derivation, event, deliveries)
-            set_open_situations(partition, derivation)
-            metrics.latency.observe(message_age(message, time.time()))
-        if states.due(partition):
-            await states.checkpoint(partition, manual)
+    await states.consume(stream_, TICKS, on_message)
+
+
+async def on_message(event: Any) -> None:
+    await queries.known.wait()
+    partition = event.message.partition
+    metrics.messages_in(SERVICE, ORDERED).inc()
+    derivation = states.get(partition)
+    derivation.sync(queries)
+    deliveries = await derive_message(derivation, event)
+    states.changed(partition, derivation, event, deliveries)
+    set_open_situations(partition, derivation)
+    metrics.latency.observe(message_age(event.message, time.time()))
 
 
 async def derive_message(derivation: Evaluation, event: Any) -> list[Any]:

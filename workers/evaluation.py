@@ -239,24 +239,18 @@ def evaluator_app(service: str, languages: Iterable[str],
 
     @app.agent(source)
     async def evaluate(stream_: Any) -> None:
-        manual = stream_.noack()
-        async for event in manual.events():
-            message = event.message
-            partition = message.partition
-            if message.topic == ticks_name:
-                states.tick_arrived(partition)
-                await manual.ack(event)
-            else:
-                await queries.known.wait()
-                metrics.messages_in(service, ordered_name).inc()
-                evaluation = states.get(partition)
-                evaluation.sync(queries)
-                deliveries = await evaluate_message(evaluation, event)
-                states.changed(partition, evaluation, event, deliveries)
-                set_gauges(partition, evaluation)
-                metrics.latency.observe(message_age(message, time.time()))
-            if states.due(partition):
-                await states.checkpoint(partition, manual)
+        await states.consume(stream_, ticks_name, on_message)
+
+    async def on_message(event: Any) -> None:
+        await queries.known.wait()
+        partition = event.message.partition
+        metrics.messages_in(service, ordered_name).inc()
+        evaluation = states.get(partition)
+        evaluation.sync(queries)
+        deliveries = await evaluate_message(evaluation, event)
+        states.changed(partition, evaluation, event, deliveries)
+        set_gauges(partition, evaluation)
+        metrics.latency.observe(message_age(event.message, time.time()))
 
     async def evaluate_message(evaluation: Evaluation, event: Any) -> list[Any]:
         """Evaluate every query on the message's new events; the deliveries of what it sent."""

@@ -130,34 +130,28 @@ buffered: dict[int, int] = {}  # per partition, for the buffer-size gauge
 
 @app.agent(source)
 async def reorder(stream: Any) -> None:
-    manual = stream.noack()
-    async for event in manual.events():
-        message = event.message
-        partition = message.partition
-        if message.topic == TICKS:
-            states.tick_arrived(partition)
-            await manual.ack(event)
-            await on_tick(partition, manual)
-            continue
-        metrics.messages_in("kslack", RAW).inc()
-        buffer = states.get(partition)
-        buffer.last_input = time.monotonic()
-        if message.offset <= buffer.offset:
-            states.hold(partition, event)  # already in the checkpointed buffers
-        else:
-            deliveries = await take_in(buffer, event)
-            buffer.offset = message.offset
-            states.changed(partition, buffer, event, deliveries)
-        due = states.due(partition)
-        lingered = time.monotonic() - buffer.sent_at >= LINGER
-        if buffer.inbox and (due or lingered or len(buffer.inbox) >= INBOX_BATCH):
-            states.changed(partition, buffer, deliveries=await push_inbox(buffer))
-        if buffer.outgoing >= OUTPUT_BATCH or lingered:
-            states.changed(partition, buffer, deliveries=await send_ordered(partition, buffer))
-        if due:
-            await states.checkpoint(partition, manual)
-        set_buffered(partition, buffer.kslack.buffered)
-        metrics.latency.observe(message_age(message, time.time()))
+    await states.consume(stream, TICKS, on_message, on_tick)
+
+
+async def on_message(event: Any) -> None:
+    message = event.message
+    partition = message.partition
+    metrics.messages_in("kslack", RAW).inc()
+    buffer = states.get(partition)
+    buffer.last_input = time.monotonic()
+    if message.offset <= buffer.offset:
+        states.hold(partition, event)  # already in the checkpointed buffers
+    else:
+        deliveries = await take_in(buffer, event)
+        buffer.offset = message.offset
+        states.changed(partition, buffer, event, deliveries)
+    lingered = time.monotonic() - buffer.sent_at >= LINGER
+    if buffer.inbox and (states.due(partition) or lingered or len(buffer.inbox) >= INBOX_BATCH):
+        states.changed(partition, buffer, deliveries=await push_inbox(buffer))
+    if buffer.outgoing >= OUTPUT_BATCH or lingered:
+        states.changed(partition, buffer, deliveries=await send_ordered(partition, buffer))
+    set_buffered(partition, buffer.kslack.buffered)
+    metrics.latency.observe(message_age(message, time.time()))
 
 
 async def take_in(buffer: Buffer, event: Any) -> list[Any]:
@@ -276,8 +270,8 @@ async def send_ordered(partition: int, buffer: Buffer) -> list[Any]:
     return deliveries
 
 
-async def on_tick(partition: int, stream: Any) -> None:
-    """Flush a partition idle long enough; checkpoint it when due."""
+async def on_tick(partition: int) -> None:
+    """Push the inbox, flush a partition idle long enough, send the outbox."""
     buffer = states.get(partition)
     if buffer.inbox:
         states.changed(partition, buffer, deliveries=await push_inbox(buffer))
@@ -290,12 +284,10 @@ async def on_tick(partition: int, stream: Any) -> None:
         if flushed is not None:
             buffer.outbox.append(flushed)
         states.changed(partition, buffer)
-        await states.checkpoint(partition, stream)
+        await states.checkpoint(partition)
     if buffer.outbox:
         states.changed(partition, buffer, deliveries=await send_ordered(partition, buffer))
     set_buffered(partition, buffer.kslack.buffered)
-    if states.due(partition):
-        await states.checkpoint(partition, stream)
 
 
 async def caught_up(partition: int, buffer: Buffer) -> bool:

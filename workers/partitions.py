@@ -22,8 +22,10 @@ deterministic id (at-least-once, ARCHITECTURE.md).
 
 Table writes go to the changelog partition of the *current* Faust event, so a checkpoint of
 ``p`` runs only while handling a message or a tick of partition ``p``. Ticks come from an
-internal topic co-partitioned with the input (``<app>-ticks``), one per partition every
-``tick_interval`` seconds; they also let idle partitions checkpoint and commit.
+internal topic co-partitioned with the input (``<app>-ticks``): a service's timer sends one to
+a partition of its own with work waiting (:meth:`PartitionStates.want_tick` keeps one on its
+way at a time), so idle partitions checkpoint and commit too. :meth:`PartitionStates.consume`
+is the agent loop all stateful services share.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ class PartitionStates(Generic[S]):
         self.observe = observe  # told (partition, bytes) of every checkpoint written
         self._parts: dict[int, _Partition[S]] = {}
         self._tick_sent: dict[int, float] = {}  # monotonic time, per partition
+        self._stream: Any = None  # the agent's stream, once consume() runs
         self._generation = 0
         # (mode's stubs type receivers as a union of callables, which mypy cannot match)
         cast(Any, app.on_partitions_revoked).connect(self._forget)
@@ -148,10 +151,34 @@ class PartitionStates(Generic[S]):
         return part is not None and bool(part.held or part.dirty) and \
             time.monotonic() - part.checkpointed_at >= self.interval
 
-    async def checkpoint(self, partition: int, stream: Any) -> None:
+    async def consume(
+        self,
+        stream: Any,
+        ticks: str,
+        on_message: Callable[[Any], Awaitable[None]],
+        on_tick: Callable[[int], Awaitable[None]] | None = None,
+    ) -> None:
+        """The loop of a stateful service's agent over its input and ``ticks`` topics:
+        ``on_message`` handles an input message (and reports its effect through
+        :meth:`changed` or :meth:`hold`), ``on_tick`` a tick of a partition; a partition
+        checkpoints after either when it is due."""
+        self._stream = stream.noack()  # acknowledged at checkpoints
+        async for event in self._stream.events():
+            partition = event.message.partition
+            if event.message.topic == ticks:
+                self.tick_arrived(partition)
+                await self._stream.ack(event)
+                if on_tick is not None:
+                    await on_tick(partition)
+            else:
+                await on_message(event)
+            if self.due(partition):
+                await self.checkpoint(partition)
+
+    async def checkpoint(self, partition: int) -> None:
         """Await the partition's output, store its state, acknowledge its held events.
 
-        Must run while Faust handles a message or tick *of this partition*.
+        Must run while Faust handles a message or tick *of this partition* (in :meth:`consume`).
         """
         part = self._parts.get(partition)
         if part is None:
@@ -170,5 +197,5 @@ class PartitionStates(Generic[S]):
                 self.observe(partition, len(value))
         held, part.held = part.held, []
         for event in held:
-            await stream.ack(event)
+            await self._stream.ack(event)
         part.checkpointed_at = time.monotonic()
