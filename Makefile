@@ -31,7 +31,7 @@ pytest: $(STAMP)
 
 # Every benchmark (several minutes); bench/README.md has the numbers and how to read them.
 bench: $(STAMP)
-	for b in tpstream sase plans trends pipeline; do PYTHONPATH=. $(PY) bench/$$b.py || exit 1; done
+	for b in tpstream tpstream_batches sase plans trends pipeline; do PYTHONPATH=. $(PY) bench/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -66,3 +66,8 @@ class InputError(SituflowError):
 
 class StateError(SituflowError):
     """Operator state that cannot be restored (wrong format version, another query)."""
+
+
+class SequenceError(SituflowError):
+    """Situation batches that cannot be merged in sequence (distributed TPStream, thesis §5.6.3):
+    one is missing for longer than the merger may wait, or a batch's events overlap the last."""

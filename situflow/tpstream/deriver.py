@@ -60,8 +60,14 @@ class Deriver:
     carried_first: np.ndarray
     carried_last: np.ndarray
 
-    def __init__(self, query: TPStreamQuery, capacity: int = 64):
+    def __init__(self, query: TPStreamQuery, capacity: int = 64,
+                 visible_before: int = kernels.NEVER):
         self.query = query
+        # The start of each definition's last visible situation before the first event: NEVER
+        # from a stream's beginning; a batch derived on its own, not knowing its past, assumes
+        # the latest time (situation_batches.UNKNOWN_PAST), so no feasibility test fails for lack
+        # of it.
+        self.visible_before = visible_before
         self.ndef = len(query.definitions)
         self.dmin = np.array([np.nan if d.dmin is None else d.dmin for d in query.definitions])
         self.dmax = np.array([np.nan if d.dmax is None else d.dmax for d in query.definitions])
@@ -82,7 +88,7 @@ class Deriver:
             "open_": np.zeros(shape, bool), "visible": np.zeros(shape, bool),
             "start_ts": np.zeros(shape, np.int64), "first_pos": np.full(shape, -1, np.int64),
             "last_pos": np.full(shape, -1, np.int64), "count": np.zeros(shape, np.int64),
-            "last_visible": np.full(shape, kernels.NEVER, np.int64),
+            "last_visible": np.full(shape, self.visible_before, np.int64),
             "a_sum": np.zeros(nagg), "a_min": np.zeros(nagg), "a_max": np.zeros(nagg),
             "a_cnt": np.zeros(nagg, np.int64),
             # First and last values of open situations that began in an earlier batch.
@@ -150,12 +156,19 @@ class Deriver:
             self._allocate(max(64, 2 * self.capacity))
         return slot
 
-    def run(self, batch: EventBatch, codes: np.ndarray) -> Records:
-        """Derive over one batch; returns its situation records in stream order."""
-        n = len(batch)
-        cond = np.empty((self.ndef, n), bool)
+    def conditions(self, batch: EventBatch) -> np.ndarray:
+        """Each definition's condition on each event, shaped (definitions, events)."""
+        cond = np.empty((self.ndef, len(batch)), bool)
         for d, definition in enumerate(self.query.definitions):
             cond[d] = condition_mask(definition, batch)
+        return cond
+
+    def run(self, batch: EventBatch, codes: np.ndarray, cond: np.ndarray | None = None) -> Records:
+        """Derive over one batch (``cond``: its :meth:`conditions`, if already evaluated);
+        returns its situation records in stream order."""
+        n = len(batch)
+        if cond is None:
+            cond = self.conditions(batch)
         vals = np.empty((len(self.numeric), n))
         for row, i in enumerate(self.numeric):
             vals[row] = self._numeric_column(batch, self.query.aggregates[i].attr)
@@ -206,21 +219,31 @@ class Deriver:
                     "a_max", "a_cnt", "carried_first", "carried_last")
 
     def to_state(self) -> dict[str, Any]:
-        n = len(self.key_list)
-        state: dict[str, Any] = {"keys": self.key_list}
-        for name in self.STATE_FIELDS:
-            array = getattr(self, name)[:n]
+        return self.rows(np.arange(len(self.key_list)), self.STATE_FIELDS)
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.set_rows(state, self.STATE_FIELDS)
+
+    def rows(self, slots: np.ndarray, names: tuple[str, ...]) -> dict[str, Any]:
+        """The state fields ``names`` of ``slots`` as plain data, with their keys."""
+        state: dict[str, Any] = {"keys": [self.key_list[s] for s in slots.tolist()]}
+        for name in names:
+            array = getattr(self, name)[slots]
             state[name] = [[plain(v) for v in row] for row in array.tolist()]
         return state
 
-    def load_state(self, state: dict[str, Any]) -> None:
-        for key in state["keys"]:
-            self._add_key(key)
-        n = len(self.key_list)
-        for name in self.STATE_FIELDS:
+    def set_rows(self, state: dict[str, Any], names: tuple[str, ...]) -> None:
+        """Write fields ``names`` of :meth:`rows` data into its keys' slots (new keys added)."""
+        slots = np.array([self.slot(key) for key in state["keys"]], np.int64)
+        for name in names:
             target = getattr(self, name)
-            if n and target.shape[1]:
-                target[:n] = np.array(state[name], dtype=target.dtype).reshape(n, -1)
+            if len(slots) and target.shape[1]:
+                target[slots] = np.array(state[name], dtype=target.dtype).reshape(len(slots), -1)
+
+    def slot(self, key: Any) -> int:
+        """The state slot of a partition key (a new key gets one)."""
+        found = self.keys.get(tuple(key) if isinstance(key, list) else key)
+        return self._add_key(key) if found is None else found
 
 
 def column(batch: EventBatch, attr: str) -> np.ndarray:

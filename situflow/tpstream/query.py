@@ -8,6 +8,7 @@ product, thesis §5.5.4). The compiled query is shared by every partition and ev
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,8 +69,9 @@ class TPStreamQuery:
     outputs: tuple[tuple[str, Callable[[Any], Any]], ...]
     language: str = field(default="tpstream")
 
-    @property
+    @functools.cached_property
     def query_id(self) -> str:
+        # Cached: every situation batch and its merge check it.
         return hashlib.blake2b(self.canonical().encode(), digest_size=8).hexdigest()
 
     def canonical(self) -> str:

@@ -78,10 +78,28 @@ class SituationRecord:
             key, values = value["key"], value.get("values") or {}
         except KeyError as exc:
             raise InputError(f"a situation record lacks {exc}") from None
+        return cls.checked(kind, key, situation, ts, te, at, seq, values)
+
+    def to_row(self) -> list[Any]:
+        """The record as a JSON array (without query and id: inside a situation batch)."""
+        return [self.kind, self.key, self.situation, self.ts, self.te, self.at, self.seq,
+                self.values]
+
+    @classmethod
+    def from_row(cls, row: Any) -> SituationRecord:
+        """A record from :meth:`to_row`; ``InputError`` names what is wrong."""
+        if not isinstance(row, list) or len(row) != 8:
+            raise InputError("a situation record row must be a JSON array of 8 fields")
+        return cls.checked(*row)
+
+    @classmethod
+    def checked(cls, kind: Any, key: Any, situation: Any, ts: Any, te: Any, at: Any, seq: Any,
+                values: Any) -> SituationRecord:
+        """A record from its fields, once they have the right kinds and types."""
         if kind not in KINDS:
             raise InputError(f"unknown situation record kind {kind!r}")
-        if not all(isinstance(x, int) for x in (ts, at, seq)) or \
-                not (te is None or isinstance(te, int)) or not isinstance(values, dict):
+        if not (isinstance(ts, int) and isinstance(at, int) and isinstance(seq, int)
+                and (te is None or isinstance(te, int)) and isinstance(values, dict)):
             raise InputError("a situation record's ts, at, seq (and te) must be integers")
         return cls(kind, key, situation, ts, te, at, seq, values)
 

@@ -37,9 +37,9 @@ from situflow.tpstream.situations import Situation
 class SituationDeriver(EventDriven):
     """Per-partition-key situation derivation of one query, as situation records."""
 
-    def __init__(self, query: TPStreamQuery):
+    def __init__(self, query: TPStreamQuery, deriver: Deriver | None = None):
         self.query = query
-        self.deriver = Deriver(query)
+        self.deriver = Deriver(query) if deriver is None else deriver
         self.aggregates = SituationAggregates(query, self.deriver)
         self.names = [d.name for d in query.definitions]
         self.aggregate_names = [aggregate_name(query, ref) for ref in query.aggregates]
@@ -49,13 +49,16 @@ class SituationDeriver(EventDriven):
         """The situation records of a batch of events, in stream order."""
         if not len(batch):
             return []
+        return self.derive(batch, self.deriver.slots(batch), self.deriver.conditions(batch))
+
+    def derive(self, batch: EventBatch, codes: np.ndarray, cond: np.ndarray) -> list[SituationRecord]:
+        """:meth:`process` with the events' state slots and conditions already known."""
         deriver = self.deriver
-        codes = deriver.slots(batch)
         pre = pre_batch(deriver)
         # Which situations were started (visible) before the batch: running records need them.
         n = len(deriver.key_list)
         started_before = (deriver.visible[:n].copy(), deriver.start_ts[:n].copy()) if pre else None
-        rec = deriver.run(batch, codes)
+        rec = deriver.run(batch, codes, cond)
         self.batches += 1
         records = self._records(rec, BatchContext(batch, codes, self.batches, pre),
                                 started_before)
