@@ -24,9 +24,12 @@ batch ends removes only what can no longer match.
 
 Queries the compiled loop covers (:mod:`situflow.nfa.kernel`: partition contiguity or skip till
 next match, no negation or ``CONSUME``, conjuncts on numbers) run steps 1-3 in numba, one run
-per member (step 4 is left out: it saves Python work, not kernel work); their runs move into
-arrays for a batch and back. The Python loop below is the reference it is tested against, and
-takes every other query and batch.
+per member (step 4 is left out: it saves Python work, not kernel work), on state that stays in
+arrays from batch to batch (:class:`~situflow.nfa.arrays.KernelState`); their matches leave in
+the compressed form of §4.2 (:class:`~situflow.nfa.compressed.MatchBatch`). The Python loop
+below is the reference the compiled one is tested against, and takes every other query and
+batch; the state moves between the two when a batch changes loop, and a snapshot converts it
+without moving it.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,16 +45,19 @@ import numpy as np
 
 from situflow.errors import StateError
 from situflow.events import EventBatch
-from situflow.nfa import kernel
+from situflow.nfa import arrays, kernel
+from situflow.nfa.arrays import KernelState
 from situflow.nfa.automaton import Automaton, ComponentProgram
+from situflow.nfa.compressed import MatchBatch
 from situflow.nfa.matches import MatchEnv, json_value
 from situflow.nfa.runs import Member, Run, merge_equivalent
-from situflow.nfa.sharedbuffer import Event, Node, match_history, retrieve
+from situflow.nfa.sharedbuffer import Event, Node, match_history, retrieve, unnumbered
 from situflow.nfa.transitions import (
     MISSING,
     Env,
     Prepared,
     live_events,
+    masks,
     moves,
     partition_codes,
     prepare,
@@ -129,7 +135,9 @@ class NfaOperator:
         self.automaton = automaton
         self.name = name
         self.merge_runs = merge_runs
-        self.partitions: dict[Any, _Partition] = {}
+        # The Python loop's state; while the compiled loop runs, it lives in ``_state``.
+        self._partitions: dict[Any, _Partition] = {}
+        self._state: KernelState | None = None
         self.position = 0
         self.last_ts: int | None = None
         self._heap: list[tuple[float, tuple[Any, ...], int, _Pending]] = []
@@ -143,36 +151,45 @@ class NfaOperator:
         self._int_slots = [i for i, slot in enumerate(automaton.values.slots)
                            if slot.kind in (SlotKind.LEN, SlotKind.COUNT)]
 
+    @property
+    def partitions(self) -> dict[Any, _Partition]:
+        """The state per partition key, as the Python loop holds it (the compiled loop's
+        arrays are converted first)."""
+        self._leave_kernel()
+        return self._partitions
+
     # --- lifecycle ----------------------------------------------------------------------------
 
-    def process(self, batch: EventBatch) -> list[Match]:
+    def process(self, batch: EventBatch) -> Sequence[Match]:
         """Consume a batch in stream order; results come in the order of the emitting events."""
         n = len(batch)
         if n == 0:
             return []
-        a = self.automaton
-        select = None
-        codes: list[tuple[np.ndarray, list[Any]]] = []
-        if not any(g.before is None for g in a.negations):
-            # Without trailing negations nothing is released between events, so the loop
-            # needs to see only the events that can change a run.
-            carried = {key: max(r.members[-1].start for r in part.runs)
-                       for key, part in self.partitions.items() if part.runs}
-
-            def select(opens: np.ndarray, relevant: np.ndarray) -> np.ndarray:
-                found, keys, carried_start = partition_codes(a, batch, carried)
-                codes.append((found, keys))
-                return live_events(a, batch, opens, relevant, found, carried_start)
-
-        p = prepare(a, batch, select)
-        compiled = None
-        if self._tables is not None and codes:
-            compiled = self._compiled(self._tables, p, *codes[0])
-        out = self._loop(p) if compiled is None else compiled
+        out = self._compiled(self._tables, batch) if self._tables is not None else None
+        if out is None:
+            self._leave_kernel()
+            out = self._loop(self._prepare(batch))
         self.position += n
         self.last_ts = int(batch.ts[-1])
         self._prune()
         return out
+
+    def _prepare(self, batch: EventBatch) -> Prepared:
+        """The per-event facts of the events of ``batch`` the Python loop must visit."""
+        a = self.automaton
+        if any(g.before is None for g in a.negations):
+            return prepare(a, batch)
+
+        # Without trailing negations nothing is released between events, so the loop
+        # needs to see only the events that can change a run.
+        carried = {key: max(r.members[-1].start for r in part.runs)
+                   for key, part in self._partitions.items() if part.runs}
+
+        def select(opens: np.ndarray, relevant: np.ndarray) -> np.ndarray:
+            found, _, carried_start = partition_codes(a, batch, carried)
+            return live_events(a, batch, opens, relevant, found, carried_start)
+
+        return prepare(a, batch, select)
 
     def _loop(self, p: Prepared) -> list[Match]:
         """The events of ``p`` one by one (§5.2.1)."""
@@ -190,7 +207,7 @@ class NfaOperator:
             if key is MISSING:
                 out += emitted
                 continue
-            part = self.partitions.get(key)
+            part = self._partitions.get(key)
             if not p.relevant[j]:
                 if part is not None:
                     if contiguous:
@@ -209,7 +226,7 @@ class NfaOperator:
                 out += emitted
                 continue
             if part is None:
-                part = self.partitions[key] = _Partition(key, len(a.negations))
+                part = self._partitions[key] = _Partition(key, len(a.negations))
             part.last_position = position
             event = Event(p.seq[j], json_value(p.ids[j]), t, p.row(j))
             for g, mask in enumerate(p.negative):
@@ -233,74 +250,80 @@ class NfaOperator:
 
     # --- the compiled loop ---------------------------------------------------------------------
 
-    def _compiled(self, tables: kernel.Tables, p: Prepared, codes: np.ndarray,
-                  keys: list[Any]) -> list[Match] | None:
-        """The events of ``p`` through :func:`situflow.nfa.kernel.run`, with the runs of their
-        partitions moved into arrays and back; None if an attribute or a V column is not a
-        number (the Python loop takes the batch then)."""
+    def _compiled(self, tables: kernel.Tables, batch: EventBatch) -> MatchBatch | list[Match] | None:
+        """``batch`` through :func:`situflow.nfa.kernel.run`; None if an attribute or a V value
+        is not a number (the Python loop takes the batch then)."""
         a = self.automaton
-        m = len(p.positions)
-        if m == 0:
+        found = arrays.columns([batch.column(x) for x in a.attributes], len(batch))
+        if found is None:
+            return None
+        rows, kinds = found
+        state = self._state
+        if state is None:
+            state = KernelState.load(tables, len(a.attributes),
+                                     [(p.key, p.initiations, p.runs)
+                                      for p in self._partitions.values()])
+            if state is None:
+                return None
+            self._state = state
+            self._partitions = {}
+        begin, take, _, opens, relevant = masks(a, batch)
+        contiguous = a.selection.contiguous
+        # Under the skip strategies an event no state can select changes no run.
+        visit = np.arange(len(batch)) if contiguous else np.flatnonzero(relevant)
+        codes, keys, _ = partition_codes(a, batch, {})
+        opening = np.zeros(len(keys) + 1, dtype=bool)
+        opening[codes[opens]] = True
+        slot = state.slots(keys, opening)[codes]
+        begin_mask = np.stack(begin)
+        take_mask = np.stack([np.zeros(len(batch), dtype=bool) if m is None else m
+                              for m in take])
+        state.batch(len(batch))
+        counters = state.counters
+        first_event = int(counters[kernel.K_EVENTS])
+        i = 0
+        while True:
+            i = kernel.run(
+                i, visit, slot, batch.ts, batch.seq, rows, kinds, begin_mask, take_mask,
+                relevant, opens, a.window, contiguous, tables.states, tables.components,
+                tables.tests, tables.guards, tables.code, tables.constants, tables.slots,
+                tables.initial, state.head, state.count, state.initiations, state.runs,
+                state.starts, state.values, state.digits, state.free, state.nodes,
+                state.events, state.event_rows, state.event_kinds, state.stored, state.done,
+                counters, state.stack)
+            if i == len(visit):
+                break
+            # The next event may produce more than the arrays hold: make room, go on.
+            need = 2 * int(state.count[slot[visit[i]]]) + 2
+            state.reserve(need, need, 1)
+            state.reserve_matches(need)
+        state.store_ids(first_event, batch.ids)
+        matches = int(counters[kernel.K_DONE])
+        if not matches:
             return []
-        rows = _numbers(p.batch, a.attributes)
-        if rows is None:
-            return None
-        local, partition = np.unique(codes[p.positions], return_inverse=True)
-        parts = [self.partitions.get(keys[c]) for c in local.tolist()]
-        members = [(run, member) for part in parts if part is not None for run in part.runs
-                   for member in run.members]
-        if not all(_exact(x) for run, _ in members for x in run.v):
-            return None
-        size = len(members) + 2 * m + 16
-        state = _KernelState(size, 2 * m + 16, len(parts), tables)
-        for i, part in enumerate(parts):
-            if part is not None:
-                state.initiations[i] = part.initiations
-                state.load(i, part.runs)
-        partition = partition.reshape(-1)
-        ts = p.batch.ts
-        start = 0
-        while start < m:
-            start = kernel.run(
-                start, partition, ts, rows, p.begin_mask, p.take_mask, p.relevant_mask,
-                p.opens_mask, a.window, a.selection.contiguous, tables.states,
-                tables.components, tables.tests, tables.guards, tables.code, tables.constants,
-                tables.slots, tables.initial, state.head, state.count, state.initiations,
-                state.runs, state.starts, state.values, state.digits, state.free, state.nodes,
-                state.done, state.counters, state.stack)
-            if start < m:
-                state.grow()
-        made = _Made(state, p)
-        out: list[Match] = []
-        done = state.done[:state.counters[kernel.K_DONE]].tolist()
-        k = 0
-        while k < len(done):
-            e = done[k][0]
-            nodes = []
-            while k < len(done) and done[k][0] == e:
-                nodes.append(made.node(done[k][1]))
-                k += 1
-            key = keys[local[partition[e]]]
-            part = self.partitions.get(key) or _Partition(key, 0)
-            out += self._complete(part, nodes, p.ts[e])
-        for i, part in enumerate(parts):
-            runs = [Run(int(state.runs[r, kernel.R_STATE]), self._values(state.values[r]),
-                        [Member(made.node(int(state.runs[r, kernel.R_NODE])),
-                                int(state.starts[r]), state.version(r))])
-                    for r in state.chain(i)]
-            if part is None and runs:
-                key = keys[int(local[i])]
-                part = self.partitions[key] = _Partition(key, 0)
-            if part is not None:
-                part.runs = runs
-                part.initiations = int(state.initiations[i])
+        done = state.done[:matches].copy()
+        kernel.order_matches(done, state.nodes, state.events, len(a.components))
+        return MatchBatch(self.name, a, state, done, batch.ts, codes, keys)
+
+    def _leave_kernel(self) -> None:
+        """Move the compiled loop's state into the Python loop's objects."""
+        if self._state is not None:
+            self._partitions = self._exported(self._state)
+            self._state = None
+
+    def _exported(self, state: KernelState) -> dict[Any, _Partition]:
+        out = {}
+        for key, initiations, runs in state.export(self._int_slots):
+            part = out[key] = _Partition(key, len(self.automaton.negations))
+            part.initiations = initiations
+            part.runs = runs
         return out
 
-    def _values(self, v: np.ndarray) -> tuple[Any, ...]:
-        out = v.tolist()
-        for i in self._int_slots:
-            out[i] = int(out[i])
-        return tuple(out)
+    def _current(self) -> Iterable[_Partition]:
+        """The partitions as the Python loop holds them, without leaving the compiled loop."""
+        if self._state is not None:
+            return self._exported(self._state).values()
+        return self._partitions.values()
 
     # --- one event in one partition -----------------------------------------------------------
 
@@ -492,9 +515,13 @@ class NfaOperator:
         if now is None:
             return
         a = self.automaton
+        if self._state is not None:
+            self._state.prune(now, a.window)
+            self._state.release()
+            return
         horizon = now - a.window
-        for key in list(self.partitions):
-            part = self.partitions[key]
+        for key in list(self._partitions):
+            part = self._partitions[key]
             runs = []
             for run in part.runs:
                 members = run.within(now, a.window)
@@ -507,18 +534,21 @@ class NfaOperator:
                     candidates.popleft()
             part.pending = [p for p in part.pending if p.alive]
             if not part.runs and not part.pending and not any(part.negatives):
-                del self.partitions[key]
+                del self._partitions[key]
 
     # --- state --------------------------------------------------------------------------------
 
     def live_partial_matches(self) -> int:
         """Run members alive now: the paper's partial matches."""
-        return sum(len(r.members) for p in self.partitions.values() for r in p.runs)
+        if self._state is not None:
+            return self._state.live_runs()
+        return sum(len(r.members) for p in self._partitions.values() for r in p.runs)
 
     def buffered_events(self) -> list[Event]:
-        """Every event the operator still holds (buffer nodes and negation candidates)."""
+        """Every event the runs and negations still reach (buffer nodes and negation
+        candidates)."""
         seen: dict[int, Event] = {}
-        for part in self.partitions.values():
+        for part in self._current():
             for run in part.runs:
                 for m in run.members:
                     node: Node | None = m.node
@@ -545,19 +575,14 @@ class NfaOperator:
             return found
 
         def node_ref(node: Node) -> int:
-            chain: list[Node] = []
-            current: Node | None = node
-            while current is not None and id(current) not in nodes:
-                chain.append(current)
-                current = current.pred
-            for x in reversed(chain):
+            for x in unnumbered(node, nodes):
                 pred = nodes[id(x.pred)] if x.pred is not None else -1
                 nodes[id(x)] = len(node_list)
                 node_list.append([event_ref(x.event), x.component, pred])
             return nodes[id(node)]
 
         partitions = []
-        for part in self.partitions.values():
+        for part in self._current():
             partitions.append({
                 "key": _encode(part.key),
                 "initiations": part.initiations,
@@ -595,7 +620,7 @@ class NfaOperator:
             nodes.append(Node(events[e], comp, nodes[pred] if pred >= 0 else None))
         for p in snapshot["partitions"]:
             key = _decode(p["key"])
-            part = op.partitions[key] = _Partition(key, len(automaton.negations))
+            part = op._partitions[key] = _Partition(key, len(automaton.negations))
             part.initiations = p["initiations"]
             part.last_position = p["last_position"]
             part.runs = [Run(r["state"], tuple(_decode(x) for x in r["v"]),
@@ -606,7 +631,7 @@ class NfaOperator:
         for deadline, node, key in snapshot["pending"]:
             key = _decode(key)
             pending = _Pending(deadline, nodes[node], key)
-            part = op.partitions.setdefault(key, _Partition(key, len(automaton.negations)))
+            part = op._partitions.setdefault(key, _Partition(key, len(automaton.negations)))
             part.pending.append(pending)
             op._counter += 1
             heapq.heappush(op._heap, (deadline, op._retrieve(pending.node).order, op._counter,
@@ -637,128 +662,3 @@ def _decode(x: Any) -> Any:
             return float(x["$float"])
         return tuple(_decode(v) for v in x["$tuple"])
     return x
-
-
-
-def _exact(x: Any) -> bool:
-    """Whether a V value is a number float64 holds exactly."""
-    return isinstance(x, float) or (isinstance(x, int) and abs(x) < kernel.EXACT)
-
-
-def _numbers(batch: EventBatch, attributes: tuple[str, ...]) -> np.ndarray | None:
-    """The attributes of ``batch`` as float64 rows, or None unless all are exact numbers."""
-    columns = []
-    for name in attributes:
-        column = batch.column(name)
-        if column.dtype.kind in "iu" and len(column) and np.abs(column).max() >= kernel.EXACT:
-            return None
-        if column.dtype.kind not in "iufb":
-            return None
-        columns.append(column.astype(np.float64))
-    if not columns:
-        return np.zeros((len(batch), 1))
-    return np.ascontiguousarray(np.column_stack(columns))
-
-
-class _KernelState:
-    """The arrays :func:`situflow.nfa.kernel.run` works on, and the runs and versions that
-    came from Python (a run per member: the kernel does not merge)."""
-
-    def __init__(self, runs: int, nodes: int, partitions: int, tables: kernel.Tables):
-        self.head = np.full(partitions, -1, dtype=np.int64)
-        self.count = np.zeros(partitions, dtype=np.int64)
-        self.initiations = np.zeros(partitions, dtype=np.int64)
-        self.runs = np.zeros((runs, 6), dtype=np.int64)
-        self.starts = np.zeros(runs, dtype=np.int64)
-        self.values = np.zeros((runs, len(tables.initial)), dtype=np.float64)
-        self.digits = np.zeros((runs, tables.stages), dtype=np.int64)
-        self.free = np.arange(runs - 1, -1, -1, dtype=np.int64)
-        self.nodes = np.zeros((nodes, 3), dtype=np.int64)
-        self.done = np.zeros((nodes, 2), dtype=np.int64)
-        self.counters = np.array([runs, 0, 0], dtype=np.int64)
-        self.stack = np.zeros(tables.stack, dtype=np.float64)
-        self.external_nodes: list[Node] = []
-        self.external_versions: list[Dewey] = []
-
-    def load(self, i: int, runs: list[Run]) -> None:
-        """Partition ``i``'s runs from Python, in order."""
-        last = -1
-        for run in runs:
-            for member in run.members:
-                self.counters[kernel.K_FREE] -= 1
-                r = int(self.free[self.counters[kernel.K_FREE]])
-                self.runs[r] = (run.state, -2 - len(self.external_nodes), -1,
-                                len(self.external_versions), 0, 0)
-                self.external_nodes.append(member.node)
-                self.external_versions.append(member.version)
-                self.starts[r] = member.start
-                self.values[r] = run.v
-                if last >= 0:
-                    self.runs[last, kernel.R_NEXT] = r
-                else:
-                    self.head[i] = r
-                last = r
-                self.count[i] += 1
-
-    def grow(self) -> None:
-        """Double every array the next event may overflow."""
-        size = len(self.runs)
-        free = self.counters[kernel.K_FREE]
-        self.runs = np.concatenate([self.runs, np.zeros_like(self.runs)])
-        self.starts = np.concatenate([self.starts, np.zeros_like(self.starts)])
-        self.values = np.concatenate([self.values, np.zeros_like(self.values)])
-        self.digits = np.concatenate([self.digits, np.zeros_like(self.digits)])
-        self.free = np.concatenate([self.free[:free], np.arange(2 * size - 1, size - 1, -1),
-                                    np.zeros(size - free, dtype=np.int64)])
-        self.counters[kernel.K_FREE] = free + size
-        self.nodes = np.concatenate([self.nodes, np.zeros_like(self.nodes)])
-        self.done = np.concatenate([self.done, np.zeros_like(self.done)])
-
-    def chain(self, i: int) -> list[int]:
-        out = []
-        r = int(self.head[i])
-        while r >= 0:
-            out.append(r)
-            r = int(self.runs[r, kernel.R_NEXT])
-        return out
-
-    def version(self, r: int) -> Dewey:
-        """Run ``r``'s Dewey number: its origin's, the last digit increased, stages added."""
-        origin, increase, stages = (int(x) for x in self.runs[r, kernel.R_ORIGIN:])
-        base = self.external_versions[origin].digits if origin >= 0 else (-origin,)
-        return Dewey((*base[:-1], base[-1] + increase, *self.digits[r, :stages].tolist()))
-
-
-class _Made:
-    """Python buffer nodes (and events) for the nodes the kernel wrote, made on demand."""
-
-    def __init__(self, state: _KernelState, p: Prepared):
-        self.state = state
-        self.p = p
-        self.nodes = state.nodes[:state.counters[kernel.K_NODES]].tolist()
-        self.made: list[Node | None] = [None] * len(self.nodes)
-        self.events: dict[int, Event] = {}
-
-    def node(self, i: int) -> Node:
-        if i < 0:
-            return self.state.external_nodes[-2 - i]
-        chain = []
-        x = i
-        while x >= 0 and self.made[x] is None:
-            chain.append(x)
-            x = self.nodes[x][2]
-        pred = None if x == kernel.NO_NODE else (
-            self.state.external_nodes[-2 - x] if x < 0 else self.made[x])
-        for y in reversed(chain):
-            e, comp, _ = self.nodes[y]
-            pred = self.made[y] = Node(self.event(e), comp, pred)
-        found = self.made[i]
-        assert found is not None
-        return found
-
-    def event(self, e: int) -> Event:
-        found = self.events.get(e)
-        if found is None:
-            p = self.p
-            found = self.events[e] = Event(p.seq[e], json_value(p.ids[e]), p.ts[e], p.rows[e])
-        return found

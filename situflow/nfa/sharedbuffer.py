@@ -16,6 +16,7 @@ them, which is the pruning of §5.3.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +99,19 @@ def match_history(node: Node, components: int) -> tuple[History, list[tuple[int,
     kinds = found[1]
     c = [0, *(bisect_right(kinds, k) for k in range(components))]
     return found, [(c[k], c[k + 1]) for k in range(components)]
+
+
+def unnumbered(node: Node, numbers: Mapping[int, Any]) -> list[Node]:
+    """The nodes of ``node``'s history that ``numbers`` (keyed by ``id``) lacks, oldest first:
+    what a numbering of shared nodes (snapshots, the compiled loop's arrays) still has to
+    number, each after its predecessor."""
+    chain: list[Node] = []
+    current: Node | None = node
+    while current is not None and id(current) not in numbers:
+        chain.append(current)
+        current = current.pred
+    chain.reverse()
+    return chain
 
 
 def retrieve(node: Node, components: int) -> list[list[Event]]:

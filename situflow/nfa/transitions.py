@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -75,13 +75,6 @@ class Prepared:
     seq: list[int]
     ids: list[Any]
     positions: list[int]
-    # The same as arrays for the compiled loop: begin and take (a row per component; take is
-    # false for singletons), relevant, opens, the visited events' rows in the batch.
-    begin_mask: np.ndarray
-    take_mask: np.ndarray
-    relevant_mask: np.ndarray
-    opens_mask: np.ndarray
-    batch: EventBatch
 
     def row(self, j: int) -> tuple[Any, ...]:
         return self.rows[j]
@@ -92,9 +85,19 @@ class Prepared:
 Selector = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-def prepare(a: Automaton, batch: EventBatch, select: Selector | None = None) -> Prepared:
-    """The per-event facts of ``batch``, of every event or of those ``select`` picks."""
-    n = len(batch)
+class Masks(NamedTuple):
+    """Per event of a batch: the edges that may select it (:func:`edge_masks`), whether it
+    opens a run or is a negation candidate, and whether any state could select it or it could
+    negate."""
+
+    begin: list[np.ndarray]
+    take: list[np.ndarray | None]
+    negative: list[np.ndarray]
+    opens: np.ndarray
+    relevant: np.ndarray
+
+
+def masks(a: Automaton, batch: EventBatch) -> Masks:
     begin, take, negative = edge_masks(a, batch)
     opens = begin[0].copy()
     for m in negative:
@@ -102,6 +105,13 @@ def prepare(a: Automaton, batch: EventBatch, select: Selector | None = None) -> 
     relevant = opens.copy()
     for m in (*begin[1:], *(t for t in take if t is not None)):
         relevant |= m
+    return Masks(begin, take, negative, opens, relevant)
+
+
+def prepare(a: Automaton, batch: EventBatch, select: Selector | None = None) -> Prepared:
+    """The per-event facts of ``batch``, of every event or of those ``select`` picks."""
+    n = len(batch)
+    begin, take, negative, opens, relevant = masks(a, batch)
     if select is None:
         positions = list(range(n))
     else:
@@ -126,12 +136,6 @@ def prepare(a: Automaton, batch: EventBatch, select: Selector | None = None) -> 
         seq=batch.seq.tolist(),
         ids=batch.ids.tolist(),
         positions=positions,
-        begin_mask=np.stack(begin) if begin else np.zeros((0, len(batch)), dtype=bool),
-        take_mask=np.stack([np.zeros(len(batch), dtype=bool) if m is None else m
-                            for m in take]) if take else np.zeros((0, len(batch)), dtype=bool),
-        relevant_mask=relevant,
-        opens_mask=opens,
-        batch=batch,
     )
 
 
@@ -176,8 +180,7 @@ def partition_codes(a: Automaton, batch: EventBatch, carried: dict[Any, int]
     column = batch.column(attrs[0]) if len(attrs) == 1 else None
     if column is not None and (column.dtype.kind in "iub" or (
             column.dtype.kind == "f" and not np.isnan(column).any())):
-        values, codes = np.unique(column, return_inverse=True)
-        codes = codes.reshape(-1)
+        values, codes = _distinct(column)
         if not carried:
             return codes, values.tolist(), None
         start = np.full(len(values), np.nan)
@@ -198,6 +201,22 @@ def partition_codes(a: Automaton, batch: EventBatch, carried: dict[Any, int]
     start = np.full(len(index), np.nan)
     start[:len(carried)] = list(carried.values())
     return codes, list(index), start
+
+
+def _distinct(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct values of a numeric column and each value's index among them; a
+    table lookup instead of a sort when the values are integers in a range not much wider
+    than the column (stock symbols, car ids)."""
+    if column.dtype.kind in "iu" and len(column):
+        low, high = int(column.min()), int(column.max())
+        if high - low <= 4 * len(column):
+            offset = column - low
+            present = np.zeros(high - low + 1, dtype=bool)
+            present[offset] = True
+            rank = np.cumsum(present) - 1
+            return np.flatnonzero(present).astype(column.dtype) + low, rank[offset]
+    values, codes = np.unique(column, return_inverse=True)
+    return values, codes.reshape(-1)
 
 
 def edge_masks(a: Automaton, batch: EventBatch

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -16,7 +17,8 @@ from hypothesis import strategies as st
 from situflow.lang import ast
 from situflow.lang.compile import compile_scalar
 from situflow.lang.parser import Parser
-from situflow.nfa import kernel, operator
+from situflow.nfa import arrays, kernel
+from situflow.nfa.arrays import KernelState
 from situflow.nfa.operator import NfaOperator
 from situflow.nfa.programs import Reference, compile_program, getters
 from situflow.nfa.query import compile
@@ -53,6 +55,64 @@ def test_the_compiled_loop_gives_the_results_of_the_python_loop(text, events, si
                                    compiled=not first_loop)
     rest = feed(restored, records[cut:], size, offset=cut)
     assert [m.to_dict() for m in first + rest] == expected, text
+
+
+def _returning(text: str) -> str:
+    """``text`` returning an attribute of each positive variable's first event: numbers
+    (``x``), booleans (``flag``) and a text that only some batches have (``name``: such batches
+    take the Python loop, the others the compiled one)."""
+    variables = [v for v in ("v0", "v1", "v2") if f" {v}" in text.split("WHERE")[0]]
+    kleene = {v for v in variables if f"{v}[]" in text.split("WHERE")[0]}
+    first = [f"{v}[1]" if v in kleene else v for v in variables]
+    items = [f"{f}.x AS x{k}" for k, f in enumerate(first)]
+    return f"{text} RETURN {', '.join(items)}, {first[0]}.flag AS flag, {first[-1]}.name AS name"
+
+
+def _unread(op: NfaOperator, records: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
+    """Every batch's results, read only once the whole stream has been processed."""
+    found = [op.process(b) for b in batches(records, size)]
+    found.append(op.finish())
+    return [m.to_dict() for results in found for m in results]
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(queries(compiled=True), streams(longest=24), st.integers(1, 8), st.data())
+def test_state_in_arrays_across_batches_gives_the_results_of_the_python_loop(text, events, size,
+                                                                           data):
+    """The compiled loop keeps runs and buffer nodes in arrays from batch to batch, and its
+    matches leave compressed: read at once or only at the end, with pruning moving the buffer
+    after every batch, with RETURN values, with batches that move the state to the Python loop
+    and back, and with a snapshot taken on the way, the results are those of the Python
+    loop."""
+    h = Harness.for_query(_returning(text))
+    records = _records(events)
+    for e in records:
+        e["flag"] = e["x"] % 2 == 0
+        if data.draw(st.integers(0, 9)) == 0:
+            e["name"] = f"n{e['x']}"
+    expected = _run(h, records, compiled=False)
+    with patch.object(arrays, "_COLLECT_AT", 0):
+        assert _run(h, records, compiled=True, batch=size) == expected, text
+        assert _unread(_operator(h, True), records, size) == expected, text
+        # A snapshot (a service's checkpoint) leaves the state where it is.
+        op = _operator(h, True)
+        cut = data.draw(st.integers(0, len(records)))
+        first = feed(op, records[:cut], size, finish=False)
+        op.snapshot()
+        rest = feed(op, records[cut:], size, offset=cut)
+        assert [m.to_dict() for m in first + rest] == expected, text
+
+
+def test_event_ids_keep_their_type_from_batch_to_batch():
+    """Integer ids in one batch, text ids in the next: each match lists each id as it came."""
+    h = Harness.for_query(QUERY3)
+    events = [{**e, "symbol": 1} for e in figure3()]
+    op = _operator(h, True)
+    first = [{**e, "id": i + 1} for i, e in enumerate(events[:4])]
+    found = feed(op, first, finish=False) + feed(op, events[4:], offset=4)
+    assert [m.bindings for m in found] == [{"a": [1, 2, 3, 4, "e5"], "b": ["e6"]},
+                                           {"a": [3, 4], "b": ["e6"]},
+                                           {"a": [1, 2, 3, 4, "e5", "e6", "e7"], "b": ["e8"]}]
 
 
 def test_query3_runs_compiled_and_gives_figure3():
@@ -96,8 +156,9 @@ def test_arrays_grow_when_runs_and_matches_outnumber_the_events(monkeypatch):
                "x": int(rng.integers(0, 6)), "ts": i} for i in range(150)]
     expected = _run(h, events, compiled=False)
     grown = []
-    grow = operator._KernelState.grow
-    monkeypatch.setattr(operator._KernelState, "grow", lambda self: grown.append(grow(self)))
+    reserve = KernelState.reserve
+    monkeypatch.setattr(KernelState, "reserve",
+                        lambda self, *room: grown.append(reserve(self, *room)))
     assert _run(h, events, compiled=True) == expected
     assert _run(h, events, compiled=True, batch=37) == expected
     assert len(grown) > 2
@@ -135,8 +196,8 @@ def test_programs_agree_with_the_scalar_closures(text, r0, v0, v1, count):
     program = compile_program(expr, reference)
     code = np.array([x[:3] for x in program], dtype=np.int64)
     constants = np.array([x[3] for x in program], dtype=np.float64)
-    got = kernel._evaluate(0, len(program), code, constants, np.array(v, dtype=np.float64),
-                           np.array(row, dtype=np.float64), np.zeros(len(program) + 1))
+    got = kernel._evaluate(0, len(program), code, constants, np.array([v], dtype=np.float64), 0,
+                           np.array([row], dtype=np.float64).T, 0, np.zeros(len(program) + 1))
     if isinstance(expected, bool):
         assert bool(got) == expected
     elif math.isnan(expected):

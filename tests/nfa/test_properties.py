@@ -27,7 +27,9 @@ def _earlier(draw: Any, comp: tuple[str, str, bool]) -> str:
 
 
 @st.composite
-def queries(draw: Any) -> str:
+def queries(draw: Any, compiled: bool = False) -> str:
+    """A random query; ``compiled``: one the compiled loop runs (partition contiguity or skip
+    till next match, no negation, no ``CONSUME``)."""
     n = draw(st.integers(1, 3))
     comps = [(draw(st.sampled_from("AB")), f"v{k}", draw(st.booleans())) for k in range(n)]
     preds: list[str] = []
@@ -49,7 +51,7 @@ def queries(draw: Any) -> str:
                             f"{v}.x != {_earlier(draw, comps[k - 1])}"]
         preds += draw(st.lists(st.sampled_from(options), max_size=2, unique=True))
     parts = [f"{t}+ {v}[]" if kleene else f"{t} {v}" for t, v, kleene in comps]
-    negation_at = draw(st.none() | st.integers(0, n))
+    negation_at = None if compiled else draw(st.none() | st.integers(0, n))
     if negation_at is not None:
         parts.insert(negation_at, f"~({draw(st.sampled_from('ABC'))} w)")
         if draw(st.booleans()):
@@ -60,9 +62,10 @@ def queries(draw: Any) -> str:
         preds.insert(0, "[k]")
     leading_or_trailing = negation_at in (0, n)
     window = draw(st.integers(1, 6) if leading_or_trailing else st.none() | st.integers(1, 6))
-    consume = draw(st.booleans()) and draw(st.booleans()) and negation_at != n
+    consume = not compiled and draw(st.booleans()) and draw(st.booleans()) and negation_at != n
     variables = ", ".join(p.split()[-1].rstrip(")") for p in parts)
-    text = f"PATTERN SEQ({', '.join(parts)}) WHERE {draw(st.sampled_from(STRATEGIES))}"
+    strategies = STRATEGIES[1:3] if compiled else STRATEGIES
+    text = f"PATTERN SEQ({', '.join(parts)}) WHERE {draw(st.sampled_from(strategies))}"
     text += f"({variables}) {{ {' AND '.join(preds)} }}"
     if window is not None:
         text += f" WITHIN {window} seconds"
@@ -74,8 +77,8 @@ def queries(draw: Any) -> str:
 
 
 @st.composite
-def streams(draw: Any) -> list[dict[str, Any]]:
-    size = draw(st.integers(0, 8))
+def streams(draw: Any, longest: int = 8) -> list[dict[str, Any]]:
+    size = draw(st.integers(0, longest))
     events, ts = [], 0
     for i in range(size):
         ts += draw(st.integers(0, 2))
