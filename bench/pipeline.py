@@ -1,17 +1,26 @@
-"""The services end to end: K-slack and matcher over a real broker, against the broker's own limit.
+"""The services end to end: K-slack, deriver and matcher over a real broker, against the
+broker's own limit.
 
-Prints, measured in one run on one embedded broker (aggressive-drivers query, generated cars):
+The aggressive-drivers query crosses three services (thesis §5.6.5): K-slack orders the cars
+into ``<stream>.ordered``, the deriver derives situation batches into the situations topic, the
+matcher matches them into ``matches.<query>``. Prints, measured in one run on one embedded
+broker (generated cars):
 - the raw limit: aiokafka producing the stream's Arrow messages to a topic and consuming them
   back (events/s for the same bytes, no processing);
-- end-to-end events/s through K-slack and the matcher, with the stream produced as Arrow IPC
+- end-to-end events/s through the three services, with the stream produced as Arrow IPC
   batches and as JSON (one event per message), each as a ratio to the raw limit;
-- each service's own rate while it was busy (its ``situflow_events_in`` counter), running
-  together and then alone (K-slack first with the matcher stopped, then the matcher over the
-  backlog), the latter being the figure the per-process target is about;
+- each service's rate while it was busy (stream events over the time from the start until its
+  input counter last moved), running together and then alone (each over the backlog the one
+  before it left, with the services after it stopped), the latter being the figure the
+  per-process target is about; with each service's checkpointed state;
 - p50/p99 latency at a fixed offered load (Arrow batches every 20 ms at ``--rate`` events/s),
   from producing the event that *releases* a result's emitting event from K-slack (the car's
   next event, with K = 0) to a consumer reading the result from ``matches.<query>``. The wait
-  for that next event is the K-slack contract, not processing, so it is left out.
+  for that next event is the K-slack contract, not processing, so it is left out. With it,
+  each service's mean message age when it is done with a message (from the message's Kafka
+  timestamp: the time on the broker, in the consumer and in processing);
+- where the deriver's and the matcher's time goes: each step of their message path, timed in
+  this process on ordered Arrow messages, in ns per event.
 
 All services, the broker and this process share the machine's cores, so the rates are lower
 than one service alone on a core would reach.
@@ -26,7 +35,7 @@ import asyncio
 import json
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -34,23 +43,50 @@ import numpy as np
 import pyarrow as pa
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
-from situflow.codecs.arrow_events import HEADERS, encode_batch
+from situflow.codecs.arrow_events import HEADERS, decode_batch, encode_batch
 from situflow.datagen.cars import car_columns
-from topics.catalog import StreamSpec, stream_topics
+from situflow.events import EventBatch
+from situflow.operator import QueryOptions
+from situflow.tpstream.query import compile
+from situflow.tpstream.situation_deriver import SituationDeriver
+from situflow.tpstream.situation_matcher import SituationMatcher
+from topics.catalog import SEQ_FIELD, StreamSpec, stream_topics
 from topics.create import create_topics
 from workers.broker import EmbeddedBroker
+from workers.evaluation import fresh_rows
 from workers.settings import KafkaSettings
+from workers.situation_matching import SituationBatch, fresh_steps
 from workers.up import REPO_ROOT, Pipeline, ServiceProcess
 
 QUERY = REPO_ROOT / "situflow/examples/aggressive_drivers.tps"
+SERVICES = ("kslack", "deriver", "matcher")
+#: The input counter that shows each service at work.
+WORK = {"kslack": "situflow_events_in_total", "deriver": "situflow_events_in_total",
+        "matcher": "situflow_messages_in_total"}
 Messages = list[tuple[int, bytes]]  # (partition, value)
+#: The steps of each service's message path that :func:`message_path` times.
+DERIVER_STEPS = ("decode", "fresh rows", "to events", "derive", "encode batch")
+MATCHER_STEPS = ("decode batch", "fresh steps", "match")
 
 
-def counter(service: ServiceProcess, name: str) -> float:
-    text = service.get("/metrics").decode()
-    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
-               if s.name == name)
+def samples(service: ServiceProcess) -> list[Sample]:
+    """The samples of the service's ``/metrics`` page (none while it starts)."""
+    try:
+        text = service.get("/metrics").decode()
+    except OSError:
+        return []
+    return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+def total(page: list[Sample], name: str, **labels: str) -> float:
+    """The sum of the samples of ``name`` that carry ``labels``."""
+    return sum(s.value for s in page if s.name == name and labels.items() <= s.labels.items())
+
+
+def counter(service: ServiceProcess, name: str, **labels: str) -> float:
+    return total(samples(service), name, **labels)
 
 
 def partitioned(columns: dict[str, np.ndarray], partitions: int) -> list[dict[str, np.ndarray]]:
@@ -105,7 +141,7 @@ async def raw_limit(kafka: KafkaSettings, messages: Messages, events: int,
 
 @contextmanager
 def pipeline(kafka: KafkaSettings, label: str, partitions: int, slack: int,
-             services: tuple[str, ...] = ("kslack", "matcher")) -> Iterator[Pipeline]:
+             services: tuple[str, ...] = SERVICES) -> Iterator[Pipeline]:
     stream = StreamSpec(f"bench-{label}", partitions=partitions, key_fields=("car_id",))
     with tempfile.TemporaryDirectory() as work, \
             Pipeline(stream, QUERY, slack=slack, idle_timeout=1.0, kafka=kafka,
@@ -114,74 +150,116 @@ def pipeline(kafka: KafkaSettings, label: str, partitions: int, slack: int,
         yield running
 
 
-def busy_rate(service: ServiceProcess, events: float, timeout: float = 600) -> float:
-    """Events/s of ``service`` from its first consumed event until it has consumed ``events``."""
+def busy_rate(progress: Callable[[], float], events: float,
+              settled: Callable[[], bool] = lambda: True, timeout: float = 600) -> float:
+    """Events/s of a service over a backlog of ``events`` stream events: from the first time
+    its ``progress()`` (the part of the backlog it has taken in) is seen above 0, counting
+    only the rest, until the progress is 1 and ``settled()``."""
     deadline = time.perf_counter() + timeout
-    first = None
-    while (count := counter(service, "situflow_events_in_total")) < events:
-        if first is None and count > 0:
-            first = time.perf_counter(), count
+    while (first := progress()) == 0:
         if time.perf_counter() > deadline:
-            raise TimeoutError(f"{service.name} did not consume {events:.0f} events")
+            raise TimeoutError("the service did not start")
+        time.sleep(0.01)
+    started = time.perf_counter()
+    while progress() < 1 or not settled():
+        if time.perf_counter() > deadline:
+            raise TimeoutError("the service did not finish its backlog")
         time.sleep(0.02)
-    if first is None:  # all at once, between two polls
-        return float("inf")
-    return (events - first[1]) / (time.perf_counter() - first[0])
+    return events * (1 - min(first, 1.0)) / (time.perf_counter() - started)
 
 
 def one_at_a_time(kafka: KafkaSettings, messages: Messages, events: int,
                   partitions: int) -> dict[str, float]:
     """Each service's events/s with the machine to itself: K-slack over the whole input while
-    the matcher is not running yet, then the matcher over the backlog K-slack left it."""
+    the others are not running yet, then the deriver over the backlog K-slack left it, then
+    the matcher over the deriver's."""
     with pipeline(kafka, "alone", partitions, slack=5, services=("kslack",)) as running:
         kslack = running.services["kslack"]
         asyncio.run(produce(kafka, stream_topics(running.stream)[0].name, messages, arrow=True))
-        rates = {"kslack": busy_rate(kslack, events)}
-        released = counter(kslack, "situflow_events_out_total")
-        running.start_service("matcher")
-        running.wait_ready()
-        rates["matcher"] = busy_rate(running.services["matcher"], released)
+        rates = {"kslack": busy_rate(lambda: released(running) / events, events)}
+        ordered = counter(kslack, "situflow_events_out_total")
+        deriver = running.start_service("deriver")
+        rates["deriver"] = busy_rate(
+            lambda: counter(deriver, "situflow_events_in_total") / ordered, ordered,
+            lambda: finished(running))
+        situations = running.situations_topic
+        batches = counter(deriver, "situflow_messages_out_total", topic=situations)
+        matcher = running.start_service("matcher")
+        rates["matcher"] = busy_rate(
+            lambda: counter(matcher, "situflow_messages_in_total", topic=situations) / batches,
+            ordered, lambda: finished(running))
         return rates
 
 
+def released(running: Pipeline) -> float:
+    """Events out of K-slack, or waiting in its buffers (the last K time units of each car
+    wait there until the idle timeout, which is no measure of throughput)."""
+    kslack = running.services["kslack"]
+    return counter(kslack, "situflow_events_out_total") + \
+        counter(kslack, "situflow_kslack_buffered_events")
+
+
+def finished(running: Pipeline) -> bool:
+    """Whether each running service after K-slack has evaluated every message sent to it."""
+    pages = running.services
+    for name in ("deriver", "matcher"):
+        service = pages.get(name)
+        if service is None:
+            continue
+        for topic in service.health().get("inputs", {}):
+            sent = sum(counter(s, "situflow_messages_out_total", topic=topic)
+                       for s in pages.values())
+            if counter(service, "situflow_messages_in_total", topic=topic) < sent:
+                return False
+        if counter(service, "situflow_processing_latency_seconds_count") < \
+                counter(service, "situflow_messages_in_total"):
+            return False
+    return True
+
+
 def all_processed(running: Pipeline, events: int) -> bool:
-    """Every event reached the matcher or waits in a K-slack buffer (the last K time units of
-    each car wait there until the idle timeout, which is no measure of throughput)."""
-    kslack, matcher = running.services["kslack"], running.services["matcher"]
-    return counter(kslack, "situflow_events_in_total") >= events and \
-        counter(matcher, "situflow_events_in_total") + \
-        counter(kslack, "situflow_kslack_buffered_events") >= events
+    """Every event reached the deriver or waits in a K-slack buffer, and every service after
+    K-slack has evaluated all it was sent."""
+    kslack, deriver = running.services["kslack"], running.services["deriver"]
+    return counter(deriver, "situflow_events_in_total") + \
+        counter(kslack, "situflow_kslack_buffered_events") >= events and finished(running)
 
 
 def end_to_end(kafka: KafkaSettings, messages: Messages, events: int, arrow: bool,
-               partitions: int) -> tuple[float, dict[str, float]]:
-    """End-to-end events/s, and each service's events/s while busy."""
+               partitions: int) -> tuple[float, dict[str, float], dict[str, float]]:
+    """End-to-end events/s, each service's events/s while busy, and each one's largest
+    checkpointed state in bytes (all its partitions)."""
     with pipeline(kafka, "arrow" if arrow else "json", partitions, slack=5) as running:
         raw = stream_topics(running.stream)[0].name
         # Warm up on the first 5% (numba kernels load on the first batch); measure the rest.
         warmup = max(1, len(messages) // 20)
         asyncio.run(produce(kafka, raw, messages[:warmup], arrow))
-        matcher = running.services["matcher"]
-        while counter(matcher, "situflow_events_in_total") == 0:
+        services = running.services
+        while any(counter(services[name], WORK[name]) == 0 for name in SERVICES):
             time.sleep(0.1)
         time.sleep(2.0)
-        services = running.services
-        done = {name: counter(s, "situflow_events_in_total") for name, s in services.items()}
+        done = {name: counter(s, WORK[name]) for name, s in services.items()}
+        before = counter(services["kslack"], "situflow_events_in_total")
         started = time.perf_counter()
         busy_until: dict[str, float] = {}
         last = dict(done)
+        state = dict.fromkeys(services, 0.0)  # the largest checkpoint seen, all partitions
         asyncio.run(produce(kafka, raw, messages[warmup:], arrow))
-        while not all_processed(running, events):
+        while True:
+            processed = all_processed(running, events)
             for name, service in services.items():
-                count = counter(service, "situflow_events_in_total")
+                page = samples(service)
+                count = total(page, WORK[name])
                 if count > last[name]:
                     busy_until[name], last[name] = time.perf_counter(), count
+                state[name] = max(state[name], total(page, "situflow_state_bytes"))
+            if processed:
+                break
             time.sleep(0.05)
         elapsed = time.perf_counter() - started
-        measured = events - done["matcher"]
-        rates = {name: (last[name] - done[name]) / (busy_until[name] - started)
-                 for name in services if name in busy_until}
-        return measured / elapsed, rates
+        measured = events - before
+        rates = {name: measured / (busy_until[name] - started) for name in busy_until}
+        return measured / elapsed, rates, state
 
 
 async def latency(kafka: KafkaSettings, running: Pipeline, columns: dict[str, np.ndarray],
@@ -221,6 +299,47 @@ async def latency(kafka: KafkaSettings, running: Pipeline, columns: dict[str, np
     return [when - sent_at[t + 1] for t, when in arrived if t + 1 in sent_at]
 
 
+def message_path(columns: dict[str, np.ndarray], partitions: int,
+                 size: int) -> dict[str, float]:
+    """Nanoseconds per event of each step of the deriver's and the matcher's message path, in
+    this process on one partition's ordered Arrow messages (after two messages of warm-up,
+    in which numba compiles): where a service's time goes, apart from Faust and the broker."""
+    query = compile(QUERY.read_text(), QueryOptions(name="bench"))
+    part = partitioned(columns, partitions)[0]
+    part[SEQ_FIELD] = np.arange(len(part["ts"]), dtype=np.int64)
+    messages = [encode_batch(b) for b in pa.table(part).to_batches(max_chunksize=size)]
+    stream = StreamSpec("bench", key_fields=("car_id",))
+    deriver, matcher = SituationDeriver(query), SituationMatcher(query)
+    positions: dict[str, list[int]] = {}
+    steps = (*DERIVER_STEPS, *MATCHER_STEPS)
+    spent = dict.fromkeys(steps, 0.0)
+    events = 0
+    for n, message in enumerate(messages):
+        clock = [time.perf_counter()]
+        batch = decode_batch(message, time_field="ts")
+        clock.append(time.perf_counter())
+        batch = fresh_rows(positions, batch, stream)
+        clock.append(time.perf_counter())
+        seq = np.asarray(batch.column(SEQ_FIELD).to_numpy(), dtype=np.int64)
+        batch_events = EventBatch.from_arrow(batch.drop_columns([SEQ_FIELD]), seq=seq)
+        clock.append(time.perf_counter())
+        records = deriver.process(batch_events)
+        clock.append(time.perf_counter())
+        value = SituationBatch("bench", query.query_id, 0, records).encode()
+        clock.append(time.perf_counter())
+        situations = SituationBatch.decode(value)
+        clock.append(time.perf_counter())
+        fresh = fresh_steps(positions, "bench", situations.records)
+        clock.append(time.perf_counter())
+        matcher.process(fresh)
+        clock.append(time.perf_counter())
+        if n >= 2:
+            events += len(batch_events)
+            for step, start, end in zip(steps, clock, clock[1:], strict=False):
+                spent[step] += end - start
+    return {step: seconds / events * 1e9 for step, seconds in spent.items()}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--events", type=int, default=1_000_000)
@@ -237,28 +356,39 @@ def main() -> None:
         kafka = KafkaSettings(broker.bootstrap_servers)
         limit = asyncio.run(raw_limit(kafka, arrow, args.events, args.partitions))
         print(f"raw aiokafka produce->consume, Arrow messages  {limit:12,.0f} events/s")
-        rate, rates = end_to_end(kafka, arrow, args.events, True, args.partitions)
+        rate, rates, state = end_to_end(kafka, arrow, args.events, True, args.partitions)
         print(f"services end to end, Arrow batches            {rate:12,.0f} events/s "
               f"({rate / limit:.3f} of raw)")
         for name, value in rates.items():
-            print(f"  {name:<8} while busy                       {value:12,.0f} events/s")
+            print(f"  {name:<8} while busy                       {value:12,.0f} events/s, "
+                  f"checkpoints up to {state[name] / 1e3:,.0f} kB")
         for name, value in one_at_a_time(kafka, arrow, args.events, args.partitions).items():
             print(f"  {name:<8} alone, Arrow batches             {value:12,.0f} events/s")
         json_columns = car_columns(args.json_events, args.cars, seed=7)
-        json_rate, json_rates = end_to_end(kafka, json_messages(json_columns, args.partitions),
-                                           args.json_events, False, args.partitions)
+        json_rate, json_rates, _ = end_to_end(kafka, json_messages(json_columns, args.partitions),
+                                              args.json_events, False, args.partitions)
         print(f"services end to end, JSON per event           {json_rate:12,.0f} events/s "
               f"({json_rate / limit:.3f} of raw)")
         for name, value in json_rates.items():
             print(f"  {name:<8} while busy                       {value:12,.0f} events/s")
         with pipeline(kafka, "latency", args.partitions, slack=0) as running:
             waits = asyncio.run(latency(kafka, running, columns, args.rate, args.seconds))
+            ages = {name: counter(s, "situflow_processing_latency_seconds_sum") /
+                    max(1.0, counter(s, "situflow_processing_latency_seconds_count"))
+                    for name, s in running.services.items()}
         if waits:
             p50, p99 = np.percentile(waits, [50, 99]) * 1000
             print(f"latency at {args.rate:,} events/s ({len(waits)} results): "
                   f"p50 {p50:.1f} ms, p99 {p99:.1f} ms")
         else:
             print("latency: no result arrived")
+        print("  mean message age when processed: " +
+              ", ".join(f"{name} {age * 1000:.1f} ms" for name, age in ages.items()))
+    path = message_path(columns, args.partitions, args.arrow_batch)
+    print("message path in process, ns/event: " +
+          ", ".join(f"{step} {ns:.0f}" for step, ns in path.items()))
+    print(f"  deriver {sum(path[step] for step in DERIVER_STEPS):.0f}, "
+          f"matcher {sum(path[step] for step in MATCHER_STEPS):.0f}")
 
 
 if __name__ == "__main__":

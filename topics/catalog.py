@@ -9,7 +9,9 @@ topic                      written by  holds
 ``<stream>.ordered``       kslack      the same events in event-time order per partition
 ``<stream>.late``          kslack      events later than the K-slack bound, unchanged
 ``<topic>.dlq``            any service messages that could not be decoded, reason in headers
-``situations``             deriver     situation *started* / *finished* records
+``situations``             deriver     situation batches: *started*, *running* and *finished*
+                                       situation records, read by the matcher
+                                       (``situations.dlq`` holds the batches it cannot read)
 ``matches.<query>``        matcher     TPStream and SASE+ results of one query
 ``trends.<query>``         trends      COGRA results of one query
 ``situflow.queries``       CLI         the query registry: compacted, keyed by query name
@@ -17,10 +19,14 @@ topic                      written by  holds
 
 Why these settings: ``<stream>.ordered`` and ``<stream>.late`` have as many partitions as
 ``<stream>`` because K-slack reorders per partition and keeps the key, so downstream state stays
-co-partitioned with its input. ``situflow.queries`` has one partition so that every service sees
-submits and deletes in the same order, and is compacted with infinite retention so that a service
-that starts late still reads every live query (a delete is a tombstone: the key with a null
-value). DLQ topics keep messages twice as long as data topics, for a person to inspect them.
+co-partitioned with its input; so does ``situations``, which the deriver writes partition by
+partition of ``<stream>.ordered`` and the matcher reads in one agent with ``<stream>.ordered``
+(Faust co-partitions an agent's topics only if their partition counts are equal: one
+``situations`` topic per stream, named by each catalog). ``situflow.queries`` has one partition
+so that every service sees submits and deletes in the same order, and is compacted with
+infinite retention so that a service that starts late still reads every live query (a delete
+is a tombstone: the key with a null value). DLQ topics keep messages twice as long as data
+topics, for a person to inspect them.
 
 Specs are plain frozen data; :func:`topics.create.create_topics` turns them into topics.
 """
@@ -158,11 +164,14 @@ class Catalog:
     queries: tuple[QueryOutput, ...] = ()
     situations_partitions: int = DEFAULT_PARTITIONS
     replication_factor: int = 1
+    situations: str = SITUATIONS
 
     def topics(self) -> list[TopicSpec]:
-        """Control topic, ``situations``, each stream's four topics, each query's output."""
-        specs = [control_topic(self.replication_factor),
-                 situations_topic(self.situations_partitions, self.replication_factor)]
+        """Control topic, ``situations`` and its DLQ, each stream's four topics, each query's
+        output."""
+        situations = situations_topic(self.situations_partitions, self.replication_factor,
+                                      self.situations)
+        specs = [control_topic(self.replication_factor), situations, dlq_topic(situations)]
         for stream in self.streams:
             specs.extend(stream_topics(stream, self.replication_factor))
         specs.extend(query_topic(q, self.replication_factor) for q in self.queries)
@@ -239,21 +248,23 @@ def dlq_topic(source: TopicSpec) -> TopicSpec:
 def situations_topic(
     partitions: int = DEFAULT_PARTITIONS, replication_factor: int = 1, name: str = SITUATIONS
 ) -> TopicSpec:
-    """``situations``: keyed by (query, partition key) so one matcher sees a key's situations.
+    """``situations``: situation batches, partition by partition of ``<stream>.ordered``.
 
-    ``name`` renames it (the deriver's ``SITUFLOW_SITUATIONS_TOPIC``, e.g. one per test).
+    ``partitions`` must be the stream's (see the module doc). ``name`` renames it
+    (``SITUFLOW_SITUATIONS_TOPIC`` of the deriver and the matcher, e.g. one per stream).
     """
     return TopicSpec(
         name,
         TopicRole.SITUATIONS,
-        key=MessageSchema("JSON array [query id, partition key]"),
+        key=MessageSchema("the query name as a JSON string"),
         value=MessageSchema(
-            "JSON object: query, key, situation, kind (started|finished), ts, te (null while "
-            "open), aggregate values, id (deterministic)"
+            "JSON object {query, query_id, registered_at, records: [...]} "
+            "(workers.situation_matching.SituationBatch); a record: query, key, situation, kind "
+            "(started|running|finished), ts, te (null while open), at, seq, aggregate values, "
+            "id (deterministic)"
         ),
         partitions=partitions,
         replication_factor=replication_factor,
-        time_field="ts",
     )
 
 

@@ -99,6 +99,10 @@ class QueryRecord:
     query_id: str
     submitted_at: int
     source: str | None = None
+    #: Where a reader found the record in the control topic (-1: not read from it). Services
+    #: stamp their output with it so that a downstream service can tell whether it has read
+    #: the same registration yet (:meth:`RegistryWatcher.reached`).
+    offset: int = dataclasses.field(default=-1, compare=False)
 
     @property
     def output_topic(self) -> str:
@@ -278,6 +282,8 @@ class RegistryWatcher:
         self._partition = TopicPartition(self.topic, _PARTITION)
         self._queries: dict[str, QueryRecord] = {}
         self._synced = asyncio.Event()
+        self._position = 0  # the offset after the last record applied
+        self._progress = asyncio.Condition()
         self._consumer: AIOKafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -285,6 +291,23 @@ class RegistryWatcher:
     def queries(self) -> Mapping[str, QueryRecord]:
         """The live queries by name (a read-only view that follows the topic)."""
         return MappingProxyType(self._queries)
+
+    @property
+    def position(self) -> int:
+        """The offset after the last record applied: every record before it is known."""
+        return self._position
+
+    async def reached(self, offset: int) -> bool:
+        """Return once the record at ``offset`` and every one before it have been applied:
+        True, or False at once if the topic holds no record at ``offset`` (yet)."""
+        if offset >= self._position:
+            assert self._consumer is not None, "the watcher is not running"
+            end = (await self._consumer.end_offsets([self._partition]))[self._partition]
+            if offset >= end:
+                return False
+        async with self._progress:
+            await self._progress.wait_for(lambda: self._position > offset)
+        return True
 
     async def start(self) -> Self:
         await create_topics(self._settings, [registry_spec(self.topic)])
@@ -342,6 +365,9 @@ class RegistryWatcher:
             fetched = await consumer.getmany(self._partition, timeout_ms=self._poll_timeout_ms)
             for message in fetched.get(self._partition, ()):
                 await self._apply(message)
+                async with self._progress:
+                    self._position = message.offset + 1
+                    self._progress.notify_all()
 
     async def _apply(self, message: ConsumerRecord[Any, Any]) -> None:
         try:
@@ -349,6 +375,8 @@ class RegistryWatcher:
         except RegistryRecordError as exc:
             logger.warning("skipped %s offset %d: %s", self.topic, message.offset, exc)
             return
+        if record is not None:
+            record = dataclasses.replace(record, offset=message.offset)
         if self._queries.get(name) == record:
             return  # a tombstone of an unknown name, or a duplicate after a retried send
         if record is None:

@@ -27,16 +27,19 @@ The Faust settings encode measured broker behaviour (see :mod:`workers.broker`):
 
 Environment of every service (besides the ``KAFKA_*`` connection of :mod:`workers.settings`):
 
-============================  ==========================================================
-``SITUFLOW_STREAM``           input stream name (topic ``<stream>``); default ``events``
-``SITUFLOW_TIME_FIELD``       event-time field; default ``ts``
-``SITUFLOW_KEY_FIELDS``       comma-separated partition attributes (e.g. ``car_id``)
-``SITUFLOW_PARTITIONS``       partitions of the stream's topics; default 4
-``SITUFLOW_DATA_DIR``         RocksDB and Faust data directory
-``SITUFLOW_WEB_PORT``         port of ``/metrics`` and ``/health``; default 6066
-``SITUFLOW_WEB_BIND``         address to bind; default ``127.0.0.1``
-``SITUFLOW_SESSION_TIMEOUT``  consumer group session timeout in seconds; default 10
-============================  ==========================================================
+=============================  ==========================================================
+``SITUFLOW_STREAM``            input stream name (topic ``<stream>``); default ``events``
+``SITUFLOW_TIME_FIELD``        event-time field; default ``ts``
+``SITUFLOW_KEY_FIELDS``        comma-separated partition attributes (e.g. ``car_id``)
+``SITUFLOW_PARTITIONS``        partitions of the stream's topics; default 4
+``SITUFLOW_DATA_DIR``          RocksDB and Faust data directory
+``SITUFLOW_WEB_PORT``          port of ``/metrics`` and ``/health``; default 6066
+``SITUFLOW_WEB_BIND``          address to bind; default ``127.0.0.1``
+``SITUFLOW_SESSION_TIMEOUT``   consumer group session timeout in seconds; default 10
+``SITUFLOW_SITUATIONS_TOPIC``  situation batches from the deriver to the matcher; default
+                               ``situations`` (one such topic per stream: see
+                               :mod:`workers.matcher`)
+=============================  ==========================================================
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from topics.catalog import (
     DLQ_PARTITION_HEADER,
     DLQ_REASON_HEADER,
     DLQ_TOPIC_HEADER,
+    SITUATIONS,
     StreamSpec,
 )
 from workers.settings import BrokerUnreachable, KafkaSettings, retry_unreachable
@@ -85,6 +89,7 @@ class ServiceConfig:
     web_port: int = 6066
     web_bind: str = "127.0.0.1"
     session_timeout: float = 10.0
+    situations: str = SITUATIONS
 
     @classmethod
     def from_env(cls, service: str, env: Mapping[str, str] | None = None) -> ServiceConfig:
@@ -104,6 +109,7 @@ class ServiceConfig:
             web_port=int(env.get("SITUFLOW_WEB_PORT", 6066)),
             web_bind=env.get("SITUFLOW_WEB_BIND", "127.0.0.1"),
             session_timeout=float(env.get("SITUFLOW_SESSION_TIMEOUT", 10)),
+            situations=env.get("SITUFLOW_SITUATIONS_TOPIC", SITUATIONS),
         )
 
 
@@ -234,6 +240,9 @@ class ServiceMetrics:
         self.partial_matches = Gauge("situflow_partial_matches",
                                      "Partial matches (NFA runs) in the operator states of this "
                                      "worker", ["service"], registry=reg).labels(service)
+        self.buffered_situations = Gauge("situflow_buffered_situations",
+                                         "Situations in the buffers of this worker's TPStream "
+                                         "matchers", ["service"], registry=reg).labels(service)
         self.state_bytes = Gauge("situflow_state_bytes",
                                  "Size of the last checkpoint of each partition's state",
                                  ["service", "partition"], registry=reg).labels

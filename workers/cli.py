@@ -125,6 +125,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "(repeatable)")
     create.add_argument("--partitions", type=int, default=4, metavar="N",
                         help="partitions of stream topics and 'situations' (default: 4)")
+    create.add_argument("--situations", default="situations", metavar="NAME",
+                        help="the situations topic (default: situations; one per stream, "
+                             "as SITUFLOW_SITUATIONS_TOPIC names it)")
     create.add_argument("--time-field", default="ts", metavar="NAME", help="event-time field (default: ts)")
     create.add_argument("--replication-factor", type=int, default=1, metavar="N")
     create.set_defaults(command=_topics_create)
@@ -265,6 +268,7 @@ def _topics_create(args: argparse.Namespace) -> int:
                           for name in args.stream),
             situations_partitions=args.partitions,
             replication_factor=args.replication_factor,
+            situations=args.situations,
         )
         specs = [registry_spec(replication_factor=args.replication_factor)
                  if spec.role is TopicRole.QUERIES else spec for spec in catalog.topics()]

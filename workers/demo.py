@@ -1,7 +1,8 @@
 """``situflow demo``: the aggressive-drivers query through the services, over Kafka topics.
 
 Without ``KAFKA_BOOTSTRAP_SERVERS`` it runs the embedded default: a local broker, the topics and
-every service as processes (:class:`workers.up.Pipeline`). With it, it uses the pipeline that
+every service as processes (:class:`workers.up.Pipeline`): K-slack, the deriver, the matcher
+(which matches the deriver's situations) and trends. With it, it uses the pipeline that
 ``situflow up`` runs on that Kafka. Either way it registers the aggressive-drivers query,
 produces a generated car stream to ``cars`` (JSON, one event per message, each event delayed by
 up to K ticks so that K-slack has work to do), prints the matches as it reads them from
@@ -25,15 +26,15 @@ from situflow.datagen.cars import car_columns
 from situflow.events import EventBatch
 from situflow.operator import QueryOptions
 from situflow.queries import compile_query
-from topics.catalog import QUERIES, StreamSpec
+from topics.catalog import QUERIES, SITUATIONS, StreamSpec
 from topics.registry import submit
 from workers.settings import ENV_BOOTSTRAP, KafkaSettings
-from workers.up import EVALUATORS, REPO_ROOT, Pipeline
+from workers.up import EVALUATING, REPO_ROOT, Pipeline
 
 QUERY = REPO_ROOT / "situflow/examples/aggressive_drivers.tps"
 NAME = "aggressive_drivers"
 STREAM = StreamSpec("cars", partitions=4, key_fields=("car_id",))
-SERVICES = ("kslack", *sorted({service for service, _ in EVALUATORS.values()}))
+SERVICES = ("kslack", *EVALUATING)
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -47,7 +48,8 @@ def demo(args: argparse.Namespace) -> int:
     print("starting a local broker and the services ...", file=sys.stderr)
     started = time.perf_counter()
     with Pipeline(STREAM, QUERY, slack=args.slack, idle_timeout=1.0, name=NAME,
-                  registry_topic=QUERIES, service_names=SERVICES) as pipeline:
+                  registry_topic=QUERIES, situations_topic=SITUATIONS,
+                  service_names=SERVICES) as pipeline:
         assert pipeline.kafka is not None
         print(f"ready in {time.perf_counter() - started:.0f} s: broker "
               f"{pipeline.kafka.bootstrap_servers}, services "

@@ -1,29 +1,29 @@
-"""The deriver service: ``<stream>.ordered`` → ``situations`` (distributed TPStream, thesis §5.6.5).
+"""The deriver service: ``<stream>.ordered`` → the situations topic (distributed TPStream, thesis
+§5.6.5).
 
 For every registered TPStream query and every ordered partition, one
 :class:`situflow.tpstream.situation_deriver.SituationDeriver` turns the partition's events into
 situation records (:mod:`situflow.tpstream.records`: *started*, *running* and *finished*
-situations with their aggregates), which the matcher files and matches
-(:mod:`workers.situation_matching`). Queries come from the registry, followed while the
-service runs, or from ``SITUFLOW_QUERY_FILE``, exactly as for the matcher
-(:mod:`workers.evaluation`: ``Queries``, ``read_query_file``, ``follow_registry``); a query must
-partition by the stream's key attributes ``SITUFLOW_KEY_FIELDS``.
+situations with their aggregates), which the matcher service (:mod:`workers.matcher`) files and
+matches. Queries come from the registry, followed while the service runs, or from
+``SITUFLOW_QUERY_FILE``, as for every evaluating service (:mod:`workers.evaluation`); a query
+must partition by the stream's key attributes ``SITUFLOW_KEY_FIELDS``.
 
-Output: **one ``situations`` topic** for all queries (ARCHITECTURE.md; ``SITUFLOW_SITUATIONS_TOPIC``
-names another, e.g. per deployment or test), as the thesis writes every deriver's situation
-batches "into a single result topic" and lets "multiple matchers with shared situation
-definitions ... work with the same Kafka topic". Each ordered message gives, per query that
-derives anything from it, **one situation batch message** (thesis §5.6.3's situation batch):
-a JSON object ``{"query", "query_id", "records": [record, ...]}`` whose records
-(:meth:`SituationRecord.to_dict`: ``query, key, situation, kind, ts, te, at, seq, values, id``)
-are in stream order; its message key is the query name as a JSON string; it goes to the
-*same partition number* as the ordered message, so every record of a partition key reaches one
-matcher partition, in order, and ``situations`` needs at least the stream's partitions. A
-message per record (keyed by partition key) would cost one produce batch per situation change:
-the services send one record per produce batch (tansu, :mod:`workers.app`), which would bound
-the deriver to a few hundred changes per second, where a batch per message keeps up with
-K-slack's Arrow messages. ``query_id`` lets the matcher ignore batches derived by an older text
-of a query that was changed under the same name.
+Output: **one situations topic** for all queries of the stream (ARCHITECTURE.md's
+``situations``; ``SITUFLOW_SITUATIONS_TOPIC`` names another), as the thesis writes every
+deriver's situation batches "into a single result topic" and lets "multiple matchers with
+shared situation definitions ... work with the same Kafka topic". Each ordered message gives,
+per query that derives anything from it, **one situation batch message** (thesis §5.6.3's
+situation batch; the format is :class:`workers.situation_matching.SituationBatch`) keyed by the
+query name as a JSON string, to the *same partition number* as the ordered message, so every
+record of a partition key reaches one matcher partition, in order; the situations topic has the
+stream's partitions. A message per record (keyed by partition key) would cost one produce batch
+per situation change: the services send one record per produce batch (tansu,
+:mod:`workers.app`), which would bound the deriver to a few hundred changes per second, where a
+batch per message keeps up with K-slack's Arrow messages. Each batch names the query's text
+(``query_id``) and its registration (``registered_at``), so that the matcher, which follows the
+registry on its own, neither matches it with another text nor misses it for having read the
+registry later.
 
 State, checkpoints and delivery are the evaluating services': per ordered partition, each
 query's deriver snapshot and, per key, the position (event time, input seq) of the last event
@@ -40,163 +40,46 @@ in this worker's derivers. Run: ``python -m workers.deriver worker``.
 from __future__ import annotations
 
 import json
-import os
-import sys
-import time
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any
 
-import numpy as np
+from workers.app import ServiceConfig, run
+from workers.evaluation import EvaluatingService, Evaluation
+from workers.situation_matching import SituationBatch, over_events
 
-from situflow.errors import InputError
-from situflow.events import EventBatch
-from situflow.operator import CompiledQuery
-from situflow.tpstream.query import TPStreamQuery
-from situflow.tpstream.situation_deriver import SituationDeriver
-from topics.catalog import SEQ_FIELD, SITUATIONS, stream_topics
-from workers.app import (
-    ServiceConfig,
-    ServiceMetrics,
-    dlq_headers,
-    make_app,
-    message_age,
-    owned_partitions,
-    state_table,
-)
-from workers.evaluation import (
-    Evaluation,
-    Queries,
-    decode_ordered,
-    follow_registry,
-    fresh_rows,
-    load,
-    read_query_file,
-    store,
-)
-from workers.partitions import PartitionStates
-from workers.situation_matching import SplitQuery
-
-SERVICE = "deriver"
 JSON_CONTENT_TYPE = [("content-type", b"application/json")]
 
-
-class DeriverQueries(Queries):
-    """The registered TPStream queries, each evaluated by its situation deriver."""
-
-    def add(self, query: CompiledQuery) -> None:
-        self.check(query)
-        self.compiled[query.name] = SplitQuery(cast(TPStreamQuery, query), SituationDeriver)
-        self.version += 1
+config = ServiceConfig.from_env("deriver")
+SITUATIONS = config.situations
+service = EvaluatingService(config, ("tpstream",), "derivers", prepare=over_events)
+app, queries, metrics = service.app, service.queries, service.metrics
+situations = service.topic(SITUATIONS)
 
 
-config = ServiceConfig.from_env(SERVICE)
-STREAM = config.stream
-if not STREAM.key_fields:
-    sys.exit(f"situflow {SERVICE}: set SITUFLOW_KEY_FIELDS to the partition attributes; "
-             "unpartitioned streams (thesis 5.6.3) are not supported by the services yet")
-SITUATIONS_TOPIC = os.environ.get("SITUFLOW_SITUATIONS_TOPIC", SITUATIONS)
-_, ORDERED, _, DLQ = (spec.name for spec in stream_topics(STREAM))
-queries = DeriverQueries(SERVICE, frozenset({"tpstream"}), STREAM.key_fields)
-read_query_file(queries, os.environ)
-
-app = make_app(f"situflow-{SERVICE}-{STREAM.name}", config)
-metrics = ServiceMetrics(app, SERVICE, inputs=(ORDERED,))
-TICKS = f"{app.conf.id}-ticks"
-source = app.topic(ORDERED, TICKS, internal=True, partitions=STREAM.partitions,
-                   key_serializer="raw", value_serializer="raw", retention=3600.0)
-ticks = app.topic(TICKS, key_serializer="raw", value_serializer="raw")
-dlq = app.topic(DLQ, key_serializer="raw", value_serializer="raw")
-situations = app.topic(SITUATIONS_TOPIC, key_serializer="raw", value_serializer="raw")
-table = state_table(app, "derivers", config,
-                    "per ordered partition: situation derivers and key positions")
-states = PartitionStates(app, table, load, store, observe=metrics.checkpointed)
-open_gauges: dict[int, int] = {}  # per partition: open situations
-
-
-@app.agent(source)
-async def derive(stream_: Any) -> None:
-    await states.consume(stream_, TICKS, on_message)
-
-
-async def on_message(event: Any) -> None:
-    await queries.known.wait()
-    partition = event.message.partition
-    metrics.messages_in(SERVICE, ORDERED).inc()
-    derivation = states.get(partition)
-    derivation.sync(queries)
-    deliveries = await derive_message(derivation, event)
-    states.changed(partition, derivation, event, deliveries)
-    set_open_situations(partition, derivation)
-    metrics.latency.observe(message_age(event.message, time.time()))
-
-
-async def derive_message(derivation: Evaluation, event: Any) -> list[Any]:
+async def derive(evaluation: Evaluation, event: Any) -> list[Any]:
     """Derive every query's situations from the message's new events; the deliveries."""
-    try:
-        batch = decode_ordered(event, STREAM)
-        metrics.events_in(SERVICE, ORDERED).inc(batch.num_rows)
-        batch = fresh_rows(derivation.positions, batch, STREAM)
-        if not batch.num_rows:
-            return []
-        seq = np.asarray(batch.column(SEQ_FIELD).to_numpy(), dtype=np.int64)
-        events = EventBatch.from_arrow(batch.drop_columns([SEQ_FIELD]),
-                                       time_field=STREAM.time_field, seq=seq)
-    except InputError as exc:
-        return [await dead_letter(event, exc.reason)]
-    deliveries, errors = [], []
-    for name, (query_id, deriver) in derivation.operators.items():
-        try:
-            records = cast(SituationDeriver, deriver).process(events)
-        except InputError as exc:
-            errors.append(f"query {name}: {exc.reason}")
-            continue
-        except Exception as exc:  # a deriver bug must not stop the partition
-            app.log.exception("query %s failed on %s[%s]@%s", name, event.message.topic,
-                              event.message.partition, event.message.offset)
-            errors.append(f"query {name}: internal error: {exc!r}")
-            continue
+    partition = event.message.partition
+
+    async def send(name: str, query_id: str, records: Sequence[Any]) -> list[Any]:
         if not records:
-            continue
-        value = {"query": name, "query_id": query_id,
-                 "records": [r.to_dict(name) for r in records]}
-        deliveries.append(await situations.send(
-            key=json.dumps(name).encode(), value=json.dumps(value).encode(),
-            partition=event.message.partition, headers=JSON_CONTENT_TYPE))
-        metrics.messages_out(SERVICE, SITUATIONS_TOPIC).inc()
-        metrics.events_out(SERVICE, SITUATIONS_TOPIC).inc(len(records))
-    if errors:
-        deliveries.append(await dead_letter(event, "; ".join(errors)))
-    return deliveries
+            return []
+        batch = SituationBatch(name, query_id, queries.registered_at.get(name, -1),
+                               list(records))
+        delivery = await situations.send(key=json.dumps(name).encode(), value=batch.encode(),
+                                         partition=partition, headers=JSON_CONTENT_TYPE)
+        metrics.messages_out(service.service, SITUATIONS).inc()
+        metrics.events_out(service.service, SITUATIONS).inc(len(records))
+        return [delivery]
+
+    return await service.evaluate_events(evaluation, event, list(evaluation.operators.items()),
+                                         send)
 
 
-async def dead_letter(event: Any, reason: str) -> Any:
-    metrics.dlq(SERVICE, DLQ).inc()
-    return await dlq.send(key=event.key, value=event.value,
-                          headers=dlq_headers(event.message, reason))
-
-
-def set_open_situations(partition: int, derivation: Evaluation) -> None:
-    opened = sum(cast(SituationDeriver, d).open_situations
-                 for _, d in derivation.operators.values())
-    metrics.open_situations.inc(opened - open_gauges.get(partition, 0))
-    open_gauges[partition] = opened
-
-
-if os.environ.get("SITUFLOW_REGISTRY") == "1":
-    follow_registry(app, config, queries, metrics)
-else:
-    queries.known.set()
+service.evaluate_with(derive)
+metrics.open_situations.set_function(
+    lambda: sum(getattr(op, "open_situations", 0) for op in service.operators()))
 metrics.health_details = lambda: {"queries": sorted(queries.compiled),
-                                  "situations_topic": SITUATIONS_TOPIC}
-
-
-@app.timer(interval=max(states.interval / 2, 0.25))
-async def tick() -> None:
-    """A tick to each partition of this worker with work to checkpoint (idle ones too)."""
-    now = time.monotonic()
-    for partition in owned_partitions(app, ORDERED):
-        if states.due(partition) and states.want_tick(partition, now):
-            await ticks.send(value=b"", partition=partition)
-
+                                  "situations_topic": SITUATIONS}
 
 if __name__ == "__main__":
-    app.main()
+    run(app, config)

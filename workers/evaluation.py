@@ -1,9 +1,11 @@
-"""Queries evaluated over ``<stream>.ordered``: the common part of the matcher and trends services.
+"""What the evaluating services share: the deriver, the matcher and the trends service.
 
-Each service evaluates the queries of its languages (matcher: TPStream and SASE+ into
-``matches.<query>``; trends: COGRA into ``trends.<query>``). Queries come from the query
-registry (:mod:`topics.registry`; ``SITUFLOW_REGISTRY=1``, topic ``SITUFLOW_QUERIES_TOPIC``),
-followed while the service runs: a submitted query is evaluated from the next message of each
+Each evaluates the queries of its languages over ``<stream>.ordered`` (the deriver: TPStream
+into situation batches on the situations topic; the matcher: SASE+ into ``matches.<query>``,
+and TPStream from the situation batches; trends: COGRA into ``trends.<query>``).
+:class:`EvaluatingService` is their common wiring. Queries come from the query registry
+(:mod:`topics.registry`; ``SITUFLOW_REGISTRY=1``, topic ``SITUFLOW_QUERIES_TOPIC``), followed
+while the service runs: a submitted query is evaluated from the next message of each
 partition on, a deleted one stops, a changed one starts afresh. A query may also come from a
 file (``SITUFLOW_QUERY_FILE``, named by ``SITUFLOW_QUERY_NAME`` or else the file's stem, as
 ``situflow run`` names it, so both give the same result ids). A registered query this service
@@ -15,27 +17,30 @@ events. That requires every query to partition by (at least) the stream's key at
 ``SITUFLOW_KEY_FIELDS``, so that no query partition spans two Kafka partitions; a query that
 does not is refused.
 
-State: per ordered partition, each query's operator snapshot (with its query id, so a changed
+State: per input partition, each query's operator snapshot (with its query id, so a changed
 query starts afresh) and, per key, the position (event time, input seq) of the last event
-evaluated, checkpointed to the ``operators`` table (:mod:`workers.partitions`). K-slack releases
-a key's events in strictly increasing position, so an event at or before its key's position
-is a repeat after a crash and is skipped.
+evaluated, checkpointed to one table (:mod:`workers.partitions`). K-slack releases a key's
+events in strictly increasing position, so an event at or before its key's position is a
+repeat after a crash and is skipped. A message is decoded only when a query reads it.
 
 Delivery is **at least once**: every result carries its deterministic id
 (:attr:`situflow.results.Match.result_id`, :attr:`situflow.results.TrendResult.result_id`) in
 the value (``id``) and in the ``situflow.result.id`` header; consumers de-duplicate by it.
-A message an operator rejects goes to ``<stream>.dlq`` with the reason.
+A message that does not decode or that an operator rejects goes to the dead-letter topic of
+its input (``<stream>.dlq`` for ordered events) with the reason.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -70,21 +75,39 @@ from workers.app import (
 from workers.partitions import PartitionStates
 
 RESULT_ID_HEADER = "situflow.result.id"
+#: Seconds a service waits for the registry to reach a registration that its input names.
+REGISTRY_WAIT = 10.0
+#: The operators to run on a message: (query name, (query id, operator)).
+Operators = Sequence[tuple[str, tuple[str, Operator]]]
+#: Sends what one query's operator gave for a message; returns the deliveries.
+Emit = Callable[[str, str, Sequence[Any]], Awaitable[list[Any]]]
+
+logger = logging.getLogger(__name__)
 
 
 class Queries:
-    """The queries a service evaluates, by name; ``version`` changes with every change."""
+    """The queries a service evaluates, by name; ``version`` changes with every change.
 
-    def __init__(self, service: str, languages: frozenset[str], key_fields: tuple[str, ...]):
+    ``prepare`` turns a compiled query into what the service evaluates (the deriver and the
+    matcher evaluate one half of a TPStream query each: :mod:`workers.situation_matching`).
+    ``registered_at`` holds, per name, the registry offset of its registration (-1: from a
+    file).
+    """
+
+    def __init__(self, service: str, languages: frozenset[str], key_fields: tuple[str, ...],
+                 prepare: Callable[[CompiledQuery], CompiledQuery] = lambda query: query):
         self.service = service
         self.languages = languages
         self.key_fields = key_fields
+        self.prepare = prepare
         self.compiled: dict[str, CompiledQuery] = {}
+        self.registered_at: dict[str, int] = {}
         self.version = 0
         #: Set once the queries are known: at once from a file, after reading the registry to
         #: its end when following it. No event is evaluated before (it would be lost to the
         #: queries, as its position is recorded as seen).
         self.known = asyncio.Event()
+        self.registry: RegistryWatcher | None = None  # while following the registry
 
     def check(self, query: CompiledQuery) -> None:
         """Raise ``SituflowError`` unless this service can evaluate ``query``."""
@@ -98,19 +121,36 @@ class Queries:
                 f"{', '.join(self.key_fields)} (missing: {', '.join(missing)}): a query "
                 "partition may not span Kafka partitions")
 
-    def add(self, query: CompiledQuery) -> None:
+    def add(self, query: CompiledQuery, registered_at: int = -1) -> None:
         self.check(query)
-        self.compiled[query.name] = query
+        self.compiled[query.name] = self.prepare(query)
+        self.registered_at[query.name] = registered_at
         self.version += 1
 
     def remove(self, name: str) -> None:
+        self.registered_at.pop(name, None)
         if self.compiled.pop(name, None) is not None:
             self.version += 1
+
+    async def catch_up(self, offset: int) -> bool:
+        """Whether the registration at registry ``offset`` was not read yet and now is: then
+        the queries may have changed. False at once without a registry, when it was read, or
+        when the registry holds no such record (a batch can name anything)."""
+        registry = self.registry
+        if registry is None or offset < registry.position:
+            return False
+        try:
+            async with asyncio.timeout(REGISTRY_WAIT):
+                return await registry.reached(offset)
+        except TimeoutError:
+            logger.warning("the registry has not reached offset %d after %gs", offset,
+                           REGISTRY_WAIT)
+            return False
 
 
 @dataclass
 class Evaluation:
-    """One ordered partition: per query name its (query id, operator); per key its position."""
+    """One input partition: per query name its (query id, operator); per key its position."""
 
     operators: dict[str, tuple[str, Operator]]
     positions: dict[str, list[int]]
@@ -203,128 +243,157 @@ def fresh_rows(positions: dict[str, list[int]], batch: pa.RecordBatch,
     return batch if keep.all() else batch.filter(pa.array(keep))
 
 
-def evaluator_app(service: str, languages: Iterable[str],
-                  output_role: TopicRole) -> tuple[faust.App, Queries, ServiceConfig]:
-    """The Faust app of one evaluating service, its queries and settings (see the module
-    doc)."""
-    config = ServiceConfig.from_env(service)
-    stream = config.stream
-    if not stream.key_fields:
-        sys.exit(f"situflow {service}: set SITUFLOW_KEY_FIELDS to the partition attributes; "
-                 "unpartitioned streams (thesis 5.6.3) are not supported by the services yet")
-    queries = Queries(service, frozenset(languages), stream.key_fields)
-    read_query_file(queries, os.environ)
-    _, ordered_name, _, dlq_name = (spec.name for spec in stream_topics(stream))
+class EvaluatingService:
+    """The Faust app of one evaluating service and its wiring (module doc): its queries (made
+    by ``prepare``), ``<stream>.ordered`` and any further ``inputs`` (co-partitioned with it)
+    as one stream of messages, the per-partition state in ``table``, the ``<stream>.dlq``
+    topic, and ticks that checkpoint idle partitions. :meth:`evaluate_with` starts the agent;
+    :meth:`evaluate_events` and :meth:`send_results` are the usual steps of a message."""
 
-    app = make_app(f"situflow-{service}-{stream.name}", config)
-    metrics = ServiceMetrics(app, service, inputs=(ordered_name,))
-    ticks_name = f"{app.conf.id}-ticks"
-    source = app.topic(ordered_name, ticks_name, internal=True, partitions=stream.partitions,
-                       key_serializer="raw", value_serializer="raw", retention=3600.0)
-    ticks = app.topic(ticks_name, key_serializer="raw", value_serializer="raw")
-    dlq = app.topic(dlq_name, key_serializer="raw", value_serializer="raw")
-    outputs: dict[str, Any] = {}
-    table = state_table(app, "operators", config,
-                        "per ordered partition: query operators and key positions")
-    states = PartitionStates(app, table, load, store, observe=metrics.checkpointed)
-    gauges: dict[int, tuple[int, int]] = {}  # per partition: open situations, partial matches
+    def __init__(self, config: ServiceConfig, languages: Iterable[str], table: str, *,
+                 prepare: Callable[[CompiledQuery], CompiledQuery] = lambda query: query,
+                 inputs: tuple[str, ...] = (), output_role: TopicRole = TopicRole.MATCHES):
+        self.service = service = config.service
+        self.config = config
+        self.stream = stream = config.stream
+        if not stream.key_fields:
+            sys.exit(f"situflow {service}: set SITUFLOW_KEY_FIELDS to the partition attributes; "
+                     "unpartitioned streams (thesis 5.6.3) are not supported by the services yet")
+        self.queries = queries = Queries(service, frozenset(languages), stream.key_fields,
+                                         prepare)
+        read_query_file(queries, os.environ)
+        _, self.ordered, _, dlq_name = (spec.name for spec in stream_topics(stream))
+        self.app = app = make_app(f"situflow-{service}-{stream.name}", config)
+        self.metrics = metrics = ServiceMetrics(app, service, inputs=(self.ordered, *inputs))
+        self.ticks_name = f"{app.conf.id}-ticks"
+        self.source = app.topic(self.ordered, *inputs, self.ticks_name, internal=True,
+                                partitions=stream.partitions, key_serializer="raw",
+                                value_serializer="raw", retention=3600.0)
+        self.ticks = self.topic(self.ticks_name)
+        self.dlq = self.topic(dlq_name)
+        self.output_role = output_role
+        self.outputs: dict[str, Any] = {}
+        self.states = PartitionStates(
+            app, state_table(app, table, config, "per input partition: query operators and key "
+                             "positions"), load, store, observe=metrics.checkpointed)
+        if os.environ.get("SITUFLOW_REGISTRY") == "1":
+            follow_registry(app, config, queries, metrics)
+        else:
+            queries.known.set()
+        metrics.health_details = lambda: {"queries": sorted(queries.compiled)}
+        app.timer(interval=max(self.states.interval / 2, 0.25))(self.tick)
 
-    def output(name: str) -> Any:
-        topic = outputs.get(name)
-        if topic is None:
-            spec = query_topic(QueryOutput(name, role=output_role))
-            topic = outputs[name] = app.topic(spec.name, key_serializer="raw",
-                                              value_serializer="raw")
-        return topic
+    def topic(self, name: str) -> Any:
+        return self.app.topic(name, key_serializer="raw", value_serializer="raw")
 
-    @app.agent(source)
-    async def evaluate(stream_: Any) -> None:
-        await states.consume(stream_, ticks_name, on_message)
+    def operators(self) -> list[Operator]:
+        """Every operator of this worker's partitions (for the gauges, read when scraped)."""
+        return [op for _, evaluation in self.states.items()
+                for _, op in evaluation.operators.values()]
 
-    async def on_message(event: Any) -> None:
-        await queries.known.wait()
-        partition = event.message.partition
-        metrics.messages_in(service, ordered_name).inc()
-        evaluation = states.get(partition)
-        evaluation.sync(queries)
-        deliveries = await evaluate_message(evaluation, event)
-        states.changed(partition, evaluation, event, deliveries)
-        set_gauges(partition, evaluation)
-        metrics.latency.observe(message_age(event.message, time.time()))
+    def evaluate_with(self, evaluate: Callable[[Evaluation, Any], Awaitable[list[Any]]]) -> None:
+        """Start the agent: ``evaluate(evaluation, event)`` handles each input message against
+        its partition's evaluation (synchronised with the queries) and returns the deliveries
+        of what it sent; the partition checkpoints as :mod:`workers.partitions` says."""
+        service, queries, states, metrics = self.service, self.queries, self.states, self.metrics
 
-    async def evaluate_message(evaluation: Evaluation, event: Any) -> list[Any]:
-        """Evaluate every query on the message's new events; the deliveries of what it sent."""
-        try:
-            batch = decode_ordered(event, stream)
-            metrics.events_in(service, ordered_name).inc(batch.num_rows)
-            batch = fresh_rows(evaluation.positions, batch, stream)
-            if not batch.num_rows:
-                return []
-            seq = np.asarray(batch.column(SEQ_FIELD).to_numpy(), dtype=np.int64)
-            events = EventBatch.from_arrow(batch.drop_columns([SEQ_FIELD]),
-                                           time_field=stream.time_field, seq=seq)
-        except InputError as exc:
-            return [await dead_letter(event, exc.reason)]
-        deliveries = []
-        errors = []
-        for name, (_, operator) in evaluation.operators.items():
-            try:
-                results = operator.process(events)
-            except InputError as exc:
-                errors.append(f"query {name}: {exc.reason}")
-                continue
-            except Exception as exc:  # an operator bug must not stop the partition
-                app.log.exception("query %s failed on %s[%s]@%s", name, event.message.topic,
-                                  event.message.partition, event.message.offset)
-                errors.append(f"query {name}: internal error: {exc!r}")
-                continue
-            topic = output(name)
-            for result in results:
-                result_id = result.result_id
-                values = result.to_dict()
-                values["id"] = result_id
-                key = values.get("key", values.get("group"))
-                deliveries.append(await topic.send(
-                    key=json.dumps(key).encode(), value=json.dumps(values).encode(),
-                    headers=[(RESULT_ID_HEADER, result_id.encode())]))
-            if results:
-                metrics.messages_out(service, topic.get_topic_name()).inc(len(results))
-                metrics.events_out(service, topic.get_topic_name()).inc(len(results))
-        if errors:
-            deliveries.append(await dead_letter(event, "; ".join(errors)))
-        return deliveries
+        async def on_message(event: Any) -> None:
+            await queries.known.wait()
+            partition = event.message.partition
+            metrics.messages_in(service, event.message.topic).inc()
+            evaluation = states.get(partition)
+            evaluation.sync(queries)
+            deliveries = await evaluate(evaluation, event)
+            states.changed(partition, evaluation, event, deliveries)
+            metrics.latency.observe(message_age(event.message, time.time()))
 
-    async def dead_letter(event: Any, reason: str) -> Any:
-        metrics.dlq(service, dlq_name).inc()
-        return await dlq.send(key=event.key, value=event.value,
-                              headers=dlq_headers(event.message, reason))
+        async def agent(stream_: Any) -> None:
+            await states.consume(stream_, self.ticks_name, on_message)
 
-    def set_gauges(partition: int, evaluation: Evaluation) -> None:
-        operators = [operator for _, operator in evaluation.operators.values()]
-        opened = sum(int(getattr(op, "open_situations", 0)) for op in operators)
-        partial = sum(op.live_partial_matches() for op in operators
-                      if hasattr(op, "live_partial_matches"))
-        old_open, old_partial = gauges.get(partition, (0, 0))
-        metrics.open_situations.inc(opened - old_open)
-        metrics.partial_matches.inc(partial - old_partial)
-        gauges[partition] = (opened, partial)
+        self.app.agent(self.source, name=f"{self.app.conf.id}-evaluate")(agent)
 
-    if os.environ.get("SITUFLOW_REGISTRY") == "1":
-        follow_registry(app, config, queries, metrics)
-    else:
-        queries.known.set()
-    metrics.health_details = lambda: {"queries": sorted(queries.compiled)}
-
-    @app.timer(interval=max(states.interval / 2, 0.25))
-    async def tick() -> None:
+    async def tick(self) -> None:
         """A tick to each partition of this worker with work to checkpoint, so that idle
         partitions checkpoint and commit too."""
         now = time.monotonic()
-        for partition in owned_partitions(app, ordered_name):
-            if states.due(partition) and states.want_tick(partition, now):
-                await ticks.send(value=b"", partition=partition)
+        for partition in owned_partitions(self.app, self.ordered):
+            if self.states.due(partition) and self.states.want_tick(partition, now):
+                await self.ticks.send(value=b"", partition=partition)
 
-    return app, queries, config
+    def new_events(self, evaluation: Evaluation, event: Any) -> EventBatch | None:
+        """The events of an ordered message after their key's position (None: all repeats);
+        ``InputError`` if it does not decode."""
+        batch = decode_ordered(event, self.stream)
+        self.metrics.events_in(self.service, self.ordered).inc(batch.num_rows)
+        batch = fresh_rows(evaluation.positions, batch, self.stream)
+        if not batch.num_rows:
+            return None
+        seq = np.asarray(batch.column(SEQ_FIELD).to_numpy(), dtype=np.int64)
+        return EventBatch.from_arrow(batch.drop_columns([SEQ_FIELD]),
+                                     time_field=self.stream.time_field, seq=seq)
+
+    async def evaluate_events(self, evaluation: Evaluation, event: Any, operators: Operators,
+                              emit: Emit) -> list[Any]:
+        """Run ``operators`` on the ordered message's new events and ``emit`` each one's
+        output; the deliveries. A message no operator reads is not decoded."""
+        if not operators:
+            return []
+        try:
+            events = self.new_events(evaluation, event)
+        except InputError as exc:
+            return [await self.dead_letter(event, exc.reason)]
+        if events is None:
+            return []
+        deliveries, errors = [], []
+        for name, (query_id, operator) in operators:
+            output, error = self.run(name, event, partial(operator.process, events))
+            if error:
+                errors.append(error)
+            deliveries += await emit(name, query_id, output)
+        if errors:
+            deliveries.append(await self.dead_letter(event, "; ".join(errors)))
+        return deliveries
+
+    def run(self, name: str, event: Any, process: Callable[[], Sequence[Any]]
+            ) -> tuple[Sequence[Any], str | None]:
+        """``process()``'s output, or the reason it failed: nothing an operator raises may
+        stop the partition."""
+        try:
+            return process(), None
+        except InputError as exc:
+            return [], f"query {name}: {exc.reason}"
+        except Exception as exc:
+            self.app.log.exception("query %s failed on %s[%s]@%s", name, event.message.topic,
+                                   event.message.partition, event.message.offset)
+            return [], f"query {name}: internal error: {exc!r}"
+
+    async def send_results(self, name: str, query_id: str, results: Sequence[Any]) -> list[Any]:
+        """Send one query's results to its output topic, each with its id; the deliveries."""
+        if not results:
+            return []
+        topic = self.outputs.get(name)
+        if topic is None:
+            spec = query_topic(QueryOutput(name, role=self.output_role))
+            topic = self.outputs[name] = self.topic(spec.name)
+        deliveries = []
+        for result in results:
+            result_id = result.result_id
+            values = result.to_dict()
+            values["id"] = result_id
+            key = values.get("key", values.get("group"))
+            deliveries.append(await topic.send(
+                key=json.dumps(key).encode(), value=json.dumps(values).encode(),
+                headers=[(RESULT_ID_HEADER, result_id.encode())]))
+        self.metrics.messages_out(self.service, topic.get_topic_name()).inc(len(results))
+        self.metrics.events_out(self.service, topic.get_topic_name()).inc(len(results))
+        return deliveries
+
+    async def dead_letter(self, event: Any, reason: str, dlq: Any = None) -> Any:
+        """Send the message to ``dlq`` (default ``<stream>.dlq``) with the reason."""
+        dlq = self.dlq if dlq is None else dlq
+        self.metrics.dlq(self.service, dlq.get_topic_name()).inc()
+        return await dlq.send(key=event.key, value=event.value,
+                              headers=dlq_headers(event.message, reason))
 
 
 def follow_registry(app: faust.App, config: ServiceConfig, queries: Queries,
@@ -342,7 +411,7 @@ def follow_registry(app: faust.App, config: ServiceConfig, queries: Queries,
             queries.remove(name)  # the name may have held a query of ours before
             return
         try:
-            queries.add(compile_query(record.text, QueryOptions(name=name)))
+            queries.add(compile_query(record.text, QueryOptions(name=name)), record.offset)
         except (QueryError, SituflowError) as exc:
             queries.remove(name)
             metrics.query_errors.inc()
@@ -353,6 +422,7 @@ def follow_registry(app: faust.App, config: ServiceConfig, queries: Queries,
     @app.task
     async def registry() -> None:
         async with RegistryWatcher(config.kafka, on_change=on_change) as watcher:
+            queries.registry = watcher
             await watcher.wait_synced()
             metrics.registry_synced = True
             queries.known.set()

@@ -1,25 +1,34 @@
-"""The matcher's side of distributed TPStream (thesis §5.6.5): situation batches from the
-``situations`` topic (written by :mod:`workers.deriver`) into matches.
+"""Situation batches: how the deriver hands situations to the matcher (distributed TPStream,
+thesis §5.6.5), and the matcher's side of them.
 
-For the matcher service (:mod:`workers.evaluation`) to evaluate a TPStream query over
-``situations`` instead of over ``<stream>.ordered``, its per-partition operator is a
-:class:`situflow.tpstream.situation_matcher.SituationMatcher` (:func:`over_situations` makes
-one in place of the fused operator), and each situation batch message goes through
-:func:`match_situations`, which
+The deriver (:mod:`workers.deriver`) writes, for every ordered message and every TPStream
+query that derives anything from it, one :class:`SituationBatch` (thesis §5.6.3's situation
+batch) to the situations topic; the matcher (:mod:`workers.matcher`) files and matches it:
 
-- decodes it (:func:`decode_situation_batch`; a bad one raises ``InputError`` for the DLQ);
-- ignores a batch of a query this partition does not evaluate, or of another text of it
-  (``query_id``): the deriver and the matcher pick up a changed query independently;
-- skips the steps (the records of one event of one key) at or before the key's position, which
-  a redelivery or a deriver restart repeats; positions live in the evaluation's ``positions``
-  under ``<query>\\x00<key>``, checkpointed with the operators;
-- and returns the matches of the rest, which are the fused operator's
-  (``tests/tpstream/test_split.py``), with the same result ids.
+- each query's per-partition operator is one half of TPStream: :class:`SplitQuery` is a query
+  whose operator is its :class:`~situflow.tpstream.situation_deriver.SituationDeriver` (in the
+  deriver) or its :class:`~situflow.tpstream.situation_matcher.SituationMatcher` (in the
+  matcher, :func:`over_situations`), so the per-partition bookkeeping of
+  :class:`workers.evaluation.Evaluation` serves both;
+- :func:`match_situations` ignores a batch of a query the partition does not evaluate, or of
+  another text of it (``query_id``), skips the steps (the records of one event of one key) at
+  or before the key's position, which a redelivery or a deriver restart repeats (positions
+  live in the evaluation's ``positions`` under ``<query>\\x00<key>``, checkpointed with the
+  operators), and returns the matches of the rest: the fused operator's, with the same result
+  ids (``tests/tpstream/test_split.py``).
+
+The deriver and the matcher follow the query registry independently, so a batch may come
+before the matcher has read the registration it was derived under. Each batch carries that
+registration's offset in the registry (``registered_at``; -1 for a query from a file): a
+matcher that has not read that far yet waits until it has (:meth:`Queries.catch_up
+<workers.evaluation.Queries.catch_up>`), so a query's first situations are not lost; a batch
+of a registration older than what the matcher knows (a deleted or replaced query) is ignored.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from itertools import groupby
 from typing import Any, cast
 
@@ -34,8 +43,7 @@ from situflow.tpstream.situation_matcher import SituationMatcher
 
 class SplitQuery:
     """A TPStream query whose operator is one half of distributed TPStream: its situation
-    deriver (:mod:`workers.deriver`) or its situation matcher (this module), so that the
-    per-partition bookkeeping of :class:`workers.evaluation.Evaluation` serves both."""
+    deriver or its situation matcher (see the module doc)."""
 
     def __init__(self, query: TPStreamQuery,
                  half: type[SituationDeriver] | type[SituationMatcher] = SituationMatcher):
@@ -55,26 +63,63 @@ class SplitQuery:
         return cast(Operator, self.half.restore(self.query, snapshot))
 
 
+def over_events(query: CompiledQuery) -> CompiledQuery:
+    """``query`` as the deriver evaluates it: its situation deriver."""
+    return cast(CompiledQuery, SplitQuery(cast(TPStreamQuery, query), SituationDeriver))
+
+
 def over_situations(query: CompiledQuery) -> CompiledQuery:
-    """``query`` as the matcher evaluates it: TPStream over situation records, else as it is."""
+    """``query`` as the matcher evaluates it: TPStream over situation batches, else as it is."""
     if query.language == "tpstream":
         return cast(CompiledQuery, SplitQuery(cast(TPStreamQuery, query)))
     return query
 
 
-def decode_situation_batch(value: bytes | None) -> tuple[str, str, list[SituationRecord]]:
-    """(query name, query id, records) of a situation batch message."""
-    if value is None:
-        raise InputError("empty message (null value)")
-    try:
-        batch = json.loads(value)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"invalid JSON: {exc}") from None
-    if not isinstance(batch, dict) or not isinstance(batch.get("records"), list) or \
-            not isinstance(batch.get("query"), str) or not isinstance(batch.get("query_id"), str):
-        raise InputError("a situation batch is a JSON object {query, query_id, records: [...]}")
-    return batch["query"], batch["query_id"], [SituationRecord.from_dict(r)
-                                               for r in batch["records"]]
+@dataclass(frozen=True)
+class SituationBatch:
+    """One message of the situations topic: the records one ordered message gave one query.
+
+    The value is a JSON object ``{"query", "query_id", "registered_at", "records"}`` whose
+    records (:meth:`SituationRecord.to_dict`) are in stream order.
+    """
+
+    query: str
+    query_id: str
+    registered_at: int
+    records: list[SituationRecord]
+
+    def encode(self) -> bytes:
+        return json.dumps({"query": self.query, "query_id": self.query_id,
+                           "registered_at": self.registered_at,
+                           "records": [r.to_dict(self.query) for r in self.records]}).encode()
+
+    @classmethod
+    def decode(cls, value: bytes | None) -> SituationBatch:
+        """The batch of a message value; ``InputError`` says what is wrong with it."""
+        if value is None:
+            raise InputError("empty message (null value)")
+        try:
+            batch = json.loads(value)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise InputError(f"invalid JSON: {exc}") from None
+        if not isinstance(batch, dict) or not isinstance(batch.get("records"), list) or \
+                not isinstance(batch.get("query"), str) or \
+                not isinstance(batch.get("query_id"), str) or \
+                type(batch.get("registered_at")) is not int:
+            raise InputError("a situation batch is a JSON object {query, query_id, "
+                             "registered_at (integer), records: [...]}")
+        return cls(batch["query"], batch["query_id"], batch["registered_at"],
+                   [SituationRecord.from_dict(r) for r in batch["records"]])
+
+
+def situation_matcher(operators: dict[str, tuple[str, Operator]],
+                      batch: SituationBatch) -> SituationMatcher | None:
+    """The operator that matches ``batch``: its query's, if that text of it is evaluated."""
+    current = operators.get(batch.query)
+    if current is None or current[0] != batch.query_id or \
+            not isinstance(current[1], SituationMatcher):
+        return None
+    return current[1]
 
 
 def fresh_steps(positions: dict[str, list[int]], query: str,
@@ -92,11 +137,16 @@ def fresh_steps(positions: dict[str, list[int]], query: str,
 
 
 def match_situations(operators: dict[str, tuple[str, Operator]], positions: dict[str, list[int]],
-                     value: bytes | None) -> tuple[str, list[Match]]:
-    """(query name, matches) of one situation batch message (see the module doc)."""
-    name, query_id, records = decode_situation_batch(value)
-    current = operators.get(name)
-    if current is None or current[0] != query_id:
-        return name, []
-    matcher = cast(SituationMatcher, current[1])
-    return name, matcher.process(fresh_steps(positions, name, records))
+                     batch: SituationBatch) -> list[Match]:
+    """The matches of one situation batch (see the module doc)."""
+    matcher = situation_matcher(operators, batch)
+    if matcher is None:
+        return []
+    return matcher.process(fresh_steps(positions, batch.query, batch.records))
+
+
+def buffered_situations(operator: Operator) -> int:
+    """How many situations a situation matcher holds in its buffers (0 for other operators)."""
+    if not isinstance(operator, SituationMatcher):
+        return 0
+    return sum(len(buffer) for _, part in operator.keys.values() for buffer in part.buffers)

@@ -6,8 +6,9 @@
 starts the embedded tansu broker (unless ``KAFKA_BOOTSTRAP_SERVERS`` names a Kafka), creates
 the catalog's topics *before* any service subscribes (tansu would otherwise auto-create them
 with its own partition count, and Faust would stop with PartitionsMismatch), then runs the
-K-slack service and the query's evaluating service (matcher or trends) as child processes
-until Ctrl-C or SIGTERM, and stops everything.
+services as child processes until Ctrl-C or SIGTERM, and stops everything: K-slack, then the
+deriver and the matcher (TPStream: kslack → deriver → situations → matcher, thesis §5.6.5;
+SASE+: kslack → matcher) and trends (COGRA), and with ``--archive`` the archiver.
 
 Each child gets its own data directory, a free web port on 127.0.0.1 (``/metrics``,
 ``/health``) and a log file, and dies with the launcher's thread (``setpriv --pdeathsig``)
@@ -34,16 +35,27 @@ from types import TracebackType
 from typing import IO, Any, Self
 
 from situflow.queries import compile_query
-from topics.catalog import QUERIES, Catalog, QueryOutput, StreamSpec, TopicRole, query_topic
+from topics.catalog import (
+    QUERIES,
+    SITUATIONS,
+    Catalog,
+    QueryOutput,
+    StreamSpec,
+    TopicRole,
+    query_topic,
+)
 from topics.create import create_topics
 from topics.registry import QueryRecord, delete, registry_spec, submit
 from workers.broker import EmbeddedBroker, free_port
 from workers.settings import ENV_BOOTSTRAP, KafkaSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-#: The service evaluating each query language, and its output topics.
-EVALUATORS = {"tpstream": ("matcher", TopicRole.MATCHES), "sase": ("matcher", TopicRole.MATCHES),
-              "cogra": ("trends", TopicRole.TRENDS)}
+#: The services evaluating each query language, and its output topics.
+EVALUATORS = {"tpstream": (("deriver", "matcher"), TopicRole.MATCHES),
+              "sase": (("matcher",), TopicRole.MATCHES),
+              "cogra": (("trends",), TopicRole.TRENDS)}
+#: Every evaluating service.
+EVALUATING = tuple(sorted({name for services, _ in EVALUATORS.values() for name in services}))
 
 
 class PipelineError(RuntimeError):
@@ -84,10 +96,11 @@ class Pipeline:
     """Broker + topics + services; ``with Pipeline(...) as p:`` waits until all are ready.
 
     The services follow the query registry ``registry_topic`` (default
-    ``situflow.queries.<stream>``, so that pipelines sharing a broker, as tests do, keep their
-    queries apart). ``query_file``, if given, is submitted to it before the services start.
-    ``services`` defaults to K-slack plus the evaluating service of ``query_file``'s language,
-    or every service when there is no query file.
+    ``situflow.queries.<stream>``) and pass situations through ``situations_topic`` (default
+    ``situations.<stream>``), so that pipelines sharing a broker, as tests do, keep their
+    queries and situations apart. ``query_file``, if given, is submitted to the registry before
+    the services start. ``services`` defaults to K-slack plus the evaluating services of
+    ``query_file``'s language, or every service when there is no query file.
     """
 
     stream: StreamSpec
@@ -101,6 +114,7 @@ class Pipeline:
     #: Name of the query in results and in ``matches.<name>``; default: the file's stem.
     name: str | None = None
     registry_topic: str | None = None
+    situations_topic: str | None = None
     service_names: tuple[str, ...] = ()
     #: Also run the archiver (Parquet segments under ``<work_dir>/archive``).
     archive: bool = False
@@ -115,10 +129,11 @@ class Pipeline:
     def __post_init__(self) -> None:
         if self.registry_topic is None:
             self.registry_topic = f"{QUERIES}.{self.stream.name}"
+        if self.situations_topic is None:
+            self.situations_topic = f"{SITUATIONS}.{self.stream.name}"
         if not self.service_names:
-            evaluators = {EVALUATORS[self.language][0]} if self.query_file else \
-                {service for service, _ in EVALUATORS.values()}
-            self.service_names = ("kslack", *sorted(evaluators))
+            evaluators = EVALUATORS[self.language][0] if self.query_file else EVALUATING
+            self.service_names = ("kslack", *evaluators)
         if self.archive and "archiver" not in self.service_names:
             self.service_names = (*self.service_names, "archiver")
 
@@ -138,7 +153,9 @@ class Pipeline:
 
     @property
     def catalog(self) -> Catalog:
-        return Catalog(streams=(self.stream,))
+        assert self.situations_topic is not None
+        return Catalog(streams=(self.stream,), situations=self.situations_topic,
+                       situations_partitions=self.stream.partitions)
 
     def start(self) -> Self:
         try:
@@ -196,6 +213,7 @@ class Pipeline:
             "SITUFLOW_IDLE_TIMEOUT": str(self.idle_timeout),
             "SITUFLOW_REGISTRY": "1",
             "SITUFLOW_QUERIES_TOPIC": str(self.registry_topic),
+            "SITUFLOW_SITUATIONS_TOPIC": str(self.situations_topic),
             "SITUFLOW_DATA_DIR": str(self.work_dir / name),
             "SITUFLOW_WEB_PORT": str(port),
             "SITUFLOW_WEB_BIND": "127.0.0.1",
@@ -283,8 +301,8 @@ def up(args: argparse.Namespace) -> int:
     """Run the pipeline until Ctrl-C or SIGTERM; 1 if a service exits on its own."""
     broker = None if os.environ.get(ENV_BOOTSTRAP) else EmbeddedBroker(port=args.port)
     pipeline = Pipeline(stream_of(args), slack=args.slack, idle_timeout=args.idle_timeout,
-                        work_dir=args.work_dir, registry_topic=QUERIES, broker=broker,
-                        archive=args.archive)
+                        work_dir=args.work_dir, registry_topic=QUERIES,
+                        situations_topic=SITUATIONS, broker=broker, archive=args.archive)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with pipeline:
         for query in args.query:

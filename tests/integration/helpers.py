@@ -22,7 +22,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from situflow.datagen.cars import car_columns
 from situflow.results import result_id
-from topics.catalog import stream_topics
 from workers.evaluation import RESULT_ID_HEADER
 from workers.settings import KafkaSettings
 from workers.up import REPO_ROOT, Pipeline, ServiceProcess
@@ -184,18 +183,17 @@ async def record_count(kafka: KafkaSettings, topic: str) -> int:
 
 def wait_until_evaluated(pipeline: Pipeline, events: int, timeout: float = 120.0) -> None:
     """Until K-slack has released ``events`` events, every other service has evaluated every
-    message K-slack sent, and every record a service counts as sent (output, dead letter) is
-    in its topic."""
+    message the services sent to its inputs (in pipeline order, so the matcher waits for the
+    deriver's last situations), and every record a service counts as sent (output, dead
+    letter) is in its topic."""
     kafka, kslack = pipeline.kafka, pipeline.services["kslack"]
     assert kafka is not None
-    ordered = stream_topics(pipeline.stream)[1].name
     wait_until(lambda: total(metrics(kslack), "situflow_events_out_total") >= events, timeout,
                f"K-slack to release all {events} events")
-    sent = total(metrics(kslack), "situflow_messages_out_total", topic=ordered)
     for name, service in pipeline.services.items():
         if name != "kslack":
-            wait_until(lambda: evaluated(service) >= sent, timeout,  # noqa: B023 (runs now)
-                       f"{name} to evaluate the {sent:.0f} messages of {ordered}")
+            wait_until(lambda: caught_up(pipeline, service), timeout,  # noqa: B023 (runs now)
+                       f"{name} to evaluate every message of its inputs")
     for name, service in pipeline.services.items():
         for sample, count in metrics(service).items():
             if sample.split("{")[0] in ("situflow_messages_out_total",
@@ -203,6 +201,23 @@ def wait_until_evaluated(pipeline: Pipeline, events: int, timeout: float = 120.0
                 topic = sample_labels(sample)["topic"]
                 wait_until(lambda: asyncio.run(record_count(kafka, topic)) >= count,  # noqa: B023
                            timeout, f"the {count:.0f} records {name} sent to reach {topic}")
+
+
+def caught_up(pipeline: Pipeline, service: ServiceProcess) -> bool:
+    """Whether ``service`` has consumed every message the pipeline's services sent to its
+    inputs, and evaluated every message it consumed (not while a service is too busy to
+    answer a scrape)."""
+    try:
+        pages = {name: metrics(s) for name, s in pipeline.services.items()}
+    except TimeoutError:
+        return False
+    own = pages[service.name]
+    for topic in service.health().get("inputs", {}):
+        sent = sum(total(page, "situflow_messages_out_total", topic=topic)
+                   for page in pages.values())
+        if total(own, "situflow_messages_in_total", topic=topic) < sent:
+            return False
+    return evaluated(service) >= total(own, "situflow_messages_in_total")
 
 
 def evaluated(service: ServiceProcess) -> float:

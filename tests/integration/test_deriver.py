@@ -2,10 +2,11 @@
 
 Ordered Arrow batches of the car stream (as K-slack writes them: input positions in
 ``_situflow_seq``, each car in one partition) go into ``<stream>.ordered``; the deriver service,
-following the query registry, writes situation batches to the situations topic. Per partition,
-its records equal the core :class:`SituationDeriver` on the same events; and the matcher's side
-(:mod:`workers.situation_matching`), fed those batches twice as a redelivery would, reports
-exactly the fused operator's matches.
+following the query registry, writes situation batches to the situations topic, each naming
+the query's registration. Per partition, its records equal the core :class:`SituationDeriver`
+on the same events; and the matcher's side (:mod:`workers.situation_matching`), fed those
+batches twice as a redelivery would, reports exactly the fused operator's matches. (The whole
+pipeline through the matcher service: ``test_pipeline.py``, ``test_failover.py``.)
 """
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ from situflow.tpstream.query import compile
 from situflow.tpstream.situation_deriver import SituationDeriver
 from situflow.tpstream.situation_matcher import SituationMatcher
 from tests.integration.helpers import car_events, metrics, read_topic, total, wait_until
-from topics.catalog import SEQ_FIELD, StreamSpec, situations_topic, stream_topics
-from topics.create import create_topics
+from topics.catalog import SEQ_FIELD, StreamSpec, stream_topics
 from workers.settings import KafkaSettings
-from workers.situation_matching import match_situations
+from workers.situation_matching import SituationBatch, match_situations
 from workers.up import REPO_ROOT, Pipeline
 
 pytestmark = pytest.mark.integration
@@ -72,8 +72,6 @@ def test_the_deriver_service_writes_the_core_derivers_records_and_they_match_as_
     name = f"{topic_prefix}-aggressive"
     query = compile(QUERY.read_text(), QueryOptions(name=name))
     stream = StreamSpec(f"{topic_prefix}.cars", partitions=PARTITIONS, key_fields=("car_id",))
-    topic = situations_topic(PARTITIONS, name=f"{topic_prefix}.situations")
-    asyncio.run(create_topics(kafka, [topic]))
     events = car_events(EVENTS, CARS, SEED)
     messages = ordered_messages(events)
     expected_records = {p: [r.to_dict(name) for r in SituationDeriver(query).process(
@@ -81,28 +79,30 @@ def test_the_deriver_service_writes_the_core_derivers_records_and_they_match_as_
     assert all(expected_records.values()), "every partition derives situations"
 
     with Pipeline(stream, QUERY, kafka=kafka, work_dir=tmp_path / "pipeline", name=name,
-                  service_names=("deriver",),
-                  extra_env={"SITUFLOW_SITUATIONS_TOPIC": topic.name}) as pipeline:
+                  service_names=("deriver",)) as pipeline:
+        topic = pipeline.situations_topic
+        assert topic is not None
         asyncio.run(produce_ordered(kafka, stream_topics(stream)[1].name, messages))
         expected_count = sum(map(len, expected_records.values()))
 
         def records_sent() -> int:
-            return sum(len(json.loads(r.value)["records"])
-                       for r in asyncio.run(read_topic(kafka, topic.name)))
+            return sum(len(SituationBatch.decode(r.value).records)
+                       for r in asyncio.run(read_topic(kafka, topic)))
 
         wait_until(lambda: records_sent() >= expected_count, timeout=120,
                    what=f"{expected_count} situation records")
-        sent = asyncio.run(read_topic(kafka, topic.name))
+        sent = asyncio.run(read_topic(kafka, topic))
         page = metrics(pipeline.services["deriver"])
-        assert total(page, "situflow_events_out_total", topic=topic.name) == expected_count
+        assert total(page, "situflow_events_out_total", topic=topic) == expected_count
         assert "situflow_open_situations" in {k.split("{")[0] for k in page}
 
     got: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for record in sent:
-        batch = json.loads(record.value)
-        assert (json.loads(record.key), batch["query"], batch["query_id"]) == \
-            (name, name, query.query_id)
-        got[record.partition] += batch["records"]
+        batch = SituationBatch.decode(record.value)
+        # The query is the registry's first record: registered at offset 0.
+        assert (json.loads(record.key), batch.query, batch.query_id, batch.registered_at) == \
+            (name, name, query.query_id, 0)
+        got[record.partition] += [r.to_dict(name) for r in batch.records]
     assert dict(got) == expected_records
 
     fused = query.operator().process(as_batch(
@@ -113,7 +113,8 @@ def test_the_deriver_service_writes_the_core_derivers_records_and_they_match_as_
         operators = {name: (query.query_id, SituationMatcher(query))}
         positions: dict[str, list[int]] = {}
         for record in [r for r in sent if r.partition == p] * 2:  # the second time: repeats
-            matched += match_situations(operators, positions, record.value)[1]  # type: ignore[arg-type]
+            matched += match_situations(operators, positions,  # type: ignore[arg-type]
+                                        SituationBatch.decode(record.value))
     assert sorted(m.result_id for m in matched) == sorted(m.result_id for m in fused)
     assert sorted(json.dumps(m.to_dict(), sort_keys=True) for m in matched) == \
         sorted(json.dumps(m.to_dict(), sort_keys=True) for m in fused)

@@ -139,7 +139,8 @@ def run(kafka: KafkaSettings, tmp_path_factory: pytest.TempPathFactory) -> Itera
     expected = {query: run_cli(query, events, name, tmp_path) for query, name in names.items()}
     stream = StreamSpec(f"{prefix}.stocks", partitions=4, key_fields=KEY_FIELDS)
     with Pipeline(stream, slack=SLACK, idle_timeout=4.0, kafka=kafka,
-                  work_dir=tmp_path / "pipeline") as pipeline:
+                  work_dir=tmp_path / "pipeline",
+                  service_names=("kslack", *EVALUATORS.values())) as pipeline:
         services = {query: pipeline.services[EVALUATORS[query]] for query in names}
         for query, name in names.items():
             pipeline.submit(query, name)

@@ -4,7 +4,9 @@ The stream comes in three parts, each flushed out of K-slack (idle timeout) befo
 The aggressive-drivers query is submitted after the first part and deleted after the second:
 its results are exactly those of ``situflow run`` on the second part alone. A query starts
 from the events after its submission with a fresh state, and a deleted one emits nothing more;
-no service restarts.
+no service restarts. The second part is produced as soon as the deriver evaluates the query,
+whether or not the matcher has read the registration yet: the matcher waits for it
+(:mod:`workers.situation_matching`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from tests.integration.helpers import (
 )
 from topics.catalog import StreamSpec, stream_topics
 from workers.settings import KafkaSettings
-from workers.up import REPO_ROOT, Pipeline
+from workers.up import REPO_ROOT, Pipeline, ServiceProcess
 
 pytestmark = pytest.mark.integration
 
@@ -47,8 +49,9 @@ def test_a_query_runs_from_its_submission_until_its_deletion(
 
     stream = StreamSpec(f"{topic_prefix}.cars", partitions=4, key_fields=("car_id",))
     with Pipeline(stream, slack=SLACK, idle_timeout=1.0, kafka=kafka,
-                  work_dir=tmp_path / "pipeline", service_names=("kslack", "matcher")) as pipeline:
-        matcher = pipeline.services["matcher"]
+                  work_dir=tmp_path / "pipeline",
+                  service_names=("kslack", "deriver", "matcher")) as pipeline:
+        deriver, matcher = pipeline.services["deriver"], pipeline.services["matcher"]
         pids = {s.name: s.process.pid for s in pipeline.services.values()}
         raw = stream_topics(stream)[0].name
         produced = 0
@@ -60,15 +63,17 @@ def test_a_query_runs_from_its_submission_until_its_deletion(
             produced += len(part)
             wait_until_evaluated(pipeline, produced)
 
-        def evaluating() -> bool:
-            return name in matcher.health().get("queries", ())
+        def evaluating(service: ServiceProcess) -> bool:
+            return name in service.health().get("queries", ())
 
         feed(parts[0])
         pipeline.submit(QUERY, name)
-        wait_until(evaluating, 30, "the matcher to evaluate the submitted query")
+        wait_until(lambda: evaluating(deriver), 30, "the deriver to evaluate the submitted query")
         feed(parts[1])
+        assert evaluating(matcher)
         pipeline.delete(name)
-        wait_until(lambda: not evaluating(), 30, "the matcher to drop the deleted query")
+        wait_until(lambda: not evaluating(deriver) and not evaluating(matcher), 30,
+                   "the services to drop the deleted query")
         feed(parts[2])
 
         assert deduplicated_results(kafka, f"matches.{name}") == expected

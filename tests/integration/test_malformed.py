@@ -12,6 +12,10 @@ Specified: each malformed message is in ``<stream>.dlq`` once, unchanged, with a
 that names what is wrong with it; the valid events are evaluated as if the bad ones were not
 there (the results equal ``situflow run`` on the valid events); the K-slack service keeps
 running (same process, healthy) and counts the 1,000 in ``situflow_dlq_messages``.
+
+The same holds one hop further for the matcher: malformed situation batches written to the
+situations topic (bad JSON, no batch object, bad records, records the query's matcher rejects)
+are in ``<situations>.dlq`` with their reasons, and the matcher keeps running.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from aiokafka.structs import ConsumerRecord
 
 from situflow.codecs.arrow_events import HEADERS, batch_from_events, encode_batch
 from situflow.codecs.json_events import DEFAULT_MAX_BYTES
+from situflow.operator import QueryOptions
+from situflow.queries import compile_query
 from tests.integration.helpers import (
     Headers,
     Message,
@@ -41,6 +47,7 @@ from tests.integration.helpers import (
     run_cli,
     total,
     unique_prefix,
+    wait_until,
     wait_until_evaluated,
 )
 from topics.catalog import (
@@ -196,4 +203,68 @@ def test_kslack_keeps_running_and_counts_every_dead_letter(run: Run) -> None:
     assert total(values, "situflow_messages_in_total") == len(run.messages)
     assert total(values, "situflow_events_in_total") == len(run.events)
     assert total(values, "situflow_late_events_total") == 0
-    assert total(metrics(run.pipeline.services["matcher"]), "situflow_dlq_messages_total") == 0
+    for service in ("deriver", "matcher"):
+        assert total(metrics(run.pipeline.services[service]), "situflow_dlq_messages_total",
+                     topic=stream_topics(run.pipeline.stream)[3].name) == 0, service
+
+
+def situation_record(n: int, without: str = "", **fields: Any) -> dict[str, Any]:
+    """A well-formed record of situation ``A`` of a key no event has, at step ``n`` (a step
+    the matcher has seen is a repeat that it skips), with ``fields`` changed and field
+    ``without`` left out."""
+    record = {"kind": "started", "key": "no such car", "situation": "A", "ts": n, "te": None,
+              "at": n, "seq": n, "values": {}, **fields}
+    return {k: v for k, v in record.items() if k != without}
+
+
+def batch(query: str, query_id: str, records: Any, **fields: Any) -> bytes:
+    return json_bytes({"query": query, "query_id": query_id, "registered_at": 0,
+                       "records": records, **fields})
+
+
+#: Per kind of malformed situation batch: its value, given the query's name and id (``q``,
+#: ``i``) and the message number ``n``, and what the matcher's DLQ reason must say.
+SITUATION_KINDS: dict[str, tuple[Callable[[str, str, int], bytes | None], str]] = {
+    "bad JSON": (lambda q, i, n: b'{"query": "' + q.encode(), "invalid JSON"),
+    "tombstone": (lambda q, i, n: None, "empty message"),
+    "array": (lambda q, i, n: json_bytes([q, i]), "a situation batch is a JSON object"),
+    "no query id": (lambda q, i, n: json_bytes({"query": q, "registered_at": 0, "records": []}),
+                    "a situation batch is a JSON object"),
+    "records no list": (lambda q, i, n: batch(q, i, {"A": 1}), "a situation batch is a JSON object"),
+    "record no object": (lambda q, i, n: batch(q, i, [[1, 2]]),
+                         "a situation record must be a JSON object"),
+    "record without seq": (lambda q, i, n: batch(q, i, [situation_record(n, without="seq")]),
+                           "a situation record lacks 'seq'"),
+    "unknown kind": (lambda q, i, n: batch(q, i, [situation_record(n, kind="paused")]),
+                     "unknown situation record kind 'paused'"),
+    "float time": (lambda q, i, n: batch(q, i, [situation_record(n, ts=1.5)]), "must be integers"),
+    "undefined situation": (lambda q, i, n: batch(q, i, [situation_record(n, situation="Z")]),
+                            "situation 'Z' is not defined by query"),
+    "running, never started": (lambda q, i, n: batch(q, i, [situation_record(n, kind="running")]),
+                               "a running record of 'A' that has not started"),
+}
+
+
+def test_malformed_situation_batches_go_to_the_matchers_dead_letter_topic(run: Run) -> None:
+    pipeline = run.pipeline
+    name = pipeline.query_name
+    query_id = compile_query(QUERY.read_text(), QueryOptions(name=name)).query_id
+    situations = pipeline.situations_topic
+    assert situations is not None
+    bad = [(kind, make(name, query_id, 1 + n), reason)
+           for n, (kind, (make, reason)) in enumerate(3 * list(SITUATION_KINDS.items()))]
+    asyncio.run(produce(run.kafka, situations,
+                        [(json_bytes(["bad", i]), value) for i, (_, value, _) in enumerate(bad)]))
+    matcher = pipeline.services["matcher"]
+    dlq = f"{situations}.dlq"
+    wait_until(lambda: total(metrics(matcher), "situflow_dlq_messages_total", topic=dlq)
+               >= len(bad), 60, "the matcher to dead-letter every bad situation batch")
+    dead = {r.key: r for r in asyncio.run(read_topic(run.kafka, dlq))}
+    assert len(dead) == len(bad)
+    for i, (kind, value, reason) in enumerate(bad):
+        record = dead[json_bytes(["bad", i])]
+        headers = {k: v.decode() for k, v in record.headers}
+        assert record.value == value, kind
+        assert headers[DLQ_TOPIC_HEADER] == situations, kind
+        assert reason in headers[DLQ_REASON_HEADER], (kind, headers[DLQ_REASON_HEADER])
+    assert matcher.process.poll() is None and matcher.health()["ready"]

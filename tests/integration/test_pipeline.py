@@ -1,16 +1,17 @@
-"""End to end through a real broker: K-slack and matcher services as processes (issue 5).
+"""End to end through a real broker: the K-slack, deriver and matcher services as processes
+(issue 5; TPStream split at the situations topic as in thesis §5.6.5).
 
 The generated car stream is produced out of order (disorder at most K per car), with a few
 events later than K and a few malformed messages mixed in. The services' output must equal
-``situflow run`` on the in-order events: the same results (after de-duplication by result id),
-the same events per car in ``<stream>.ordered``, the late events in ``<stream>.late`` and the
-malformed messages in ``<stream>.dlq`` with reasons; ``/metrics`` shows the counts.
+``situflow run`` on the in-order events: the same results (as a multiset, and after
+de-duplication by result id), the same events per car in ``<stream>.ordered``, the late events
+in ``<stream>.late`` and the malformed messages in ``<stream>.dlq`` with reasons; each
+service's ``/metrics`` shows the counts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ import pytest
 from situflow.codecs.arrow_events import decode_batch, events_from_batch, is_arrow
 from tests.integration.helpers import (
     arrival_order,
+    assert_same_results,
     car_events,
     deduplicated_results,
     keyed,
@@ -32,6 +34,7 @@ from tests.integration.helpers import (
     read_topic,
     total,
     wait_until,
+    wait_until_evaluated,
 )
 from topics.catalog import DLQ_REASON_HEADER, SEQ_FIELD, StreamSpec, stream_topics
 from workers.settings import KafkaSettings
@@ -61,7 +64,8 @@ COMMON_METRICS = {  # metric family names (a counter's samples add "_total")
 }
 SERVICE_METRICS = {
     "kslack": COMMON_METRICS | {"situflow_late_events", "situflow_kslack_buffered_events"},
-    "matcher": COMMON_METRICS | {"situflow_open_situations", "situflow_partial_matches"},
+    "deriver": COMMON_METRICS | {"situflow_open_situations"},
+    "matcher": COMMON_METRICS | {"situflow_buffered_situations", "situflow_partial_matches"},
 }
 
 
@@ -85,7 +89,7 @@ def pipeline(kafka: KafkaSettings, topic_prefix: str, tmp_path: Path) -> Iterato
 def test_services_killed_mid_stream_resume_from_their_state_and_lose_no_result(
     pipeline: Pipeline, tmp_path: Path, record_property: Any
 ) -> None:
-    """kill -9 of both services halfway; restarted on their data dirs, they resume from
+    """kill -9 of every service halfway; restarted on their data dirs, they resume from
     RocksDB and the changelogs. Redelivered input is skipped, re-sent output is dropped by
     result id, and the de-duplicated results equal ``situflow run``."""
     kafka = pipeline.kafka
@@ -97,9 +101,9 @@ def test_services_killed_mid_stream_resume_from_their_state_and_lose_no_result(
     half = len(messages) // 2
 
     asyncio.run(produce(kafka, raw, messages[:half]))
-    matcher = pipeline.services["matcher"]
-    wait_until(lambda: total(metrics(matcher), "situflow_events_in_total") >= half // 2, 60,
-               "the matcher to be busy with the first half")
+    deriver = pipeline.services["deriver"]
+    wait_until(lambda: total(metrics(deriver), "situflow_events_in_total") >= half // 2, 60,
+               "the deriver to be busy with the first half")
     for service in pipeline.services.values():
         service.process.kill()
         service.process.wait()
@@ -136,16 +140,10 @@ def test_out_of_order_cars_give_the_in_order_results_with_late_and_bad_messages_
         messages.insert((i + 1) * len(messages) // (len(bad_messages) + 1), bad)
     asyncio.run(produce(kafka, raw, messages))
 
-    kslack, matcher = pipeline.services["kslack"], pipeline.services["matcher"]
-    wait_until(lambda: total(metrics(matcher), "situflow_events_in_total") >= EVENTS, 90,
-               f"the matcher to consume {EVENTS} ordered events")
+    wait_until_evaluated(pipeline, EVENTS)
 
-    records = asyncio.run(read_topic(kafka, f"matches.{pipeline.query_name}"))
-    results = [json.loads(r.value) for r in records]
-    assert all(dict(r.headers)["situflow.result.id"].decode() == v["id"]
-               for r, v in zip(records, results, strict=True))
-    found = {v.pop("id"): v for v in results}
-    assert found == expected
+    records = asyncio.run(read_topic(kafka, pipeline.output_topic))
+    assert_same_results(records, list(expected.values()))
 
     by_car: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for record in asyncio.run(read_topic(kafka, ordered)):
@@ -169,11 +167,21 @@ def test_out_of_order_cars_give_the_in_order_results_with_late_and_bad_messages_
 
     for service, names in SERVICE_METRICS.items():
         assert names <= metric_families(pipeline.services[service]), service
-    k_values, m_values = metrics(kslack), metrics(matcher)
+    k_values, d_values, m_values = (metrics(pipeline.services[name])
+                                    for name in ("kslack", "deriver", "matcher"))
     assert total(k_values, "situflow_dlq_messages_total") == len(MALFORMED)
     assert total(k_values, "situflow_late_events_total") == len(LATE)
     assert total(k_values, "situflow_events_out_total") == EVENTS
     assert total(k_values, "situflow_kslack_buffered_events") == 0
+    assert total(d_values, "situflow_events_in_total", topic=ordered) == EVENTS
+    situations = pipeline.situations_topic
+    assert total(d_values, "situflow_messages_out_total", topic=situations) == total(
+        m_values, "situflow_messages_in_total", topic=situations) > 0
+    assert total(d_values, "situflow_events_out_total", topic=situations) == total(
+        m_values, "situflow_events_in_total", topic=situations)
     assert total(m_values, "situflow_events_out_total") == len(records)
-    assert total(m_values, "situflow_processing_latency_seconds_count") == total(
-        m_values, "situflow_messages_in_total")
+    assert total(m_values, "situflow_buffered_situations") > 0
+    for values in (d_values, m_values):
+        assert total(values, "situflow_dlq_messages_total") == 0
+        assert total(values, "situflow_processing_latency_seconds_count") == total(
+            values, "situflow_messages_in_total")

@@ -204,6 +204,34 @@ def test_a_watcher_knows_earlier_queries_when_synced_and_follows_later_changes(
 
 
 @pytest.mark.integration
+def test_a_watcher_knows_where_it_read_each_query_and_waits_to_reach_a_written_record(
+    kafka: KafkaSettings, topic_prefix: str, registry: str
+) -> None:
+    """Services stamp their output with the offset of a query's registration; a service
+    downstream waits until its own watcher has read that far (``reached``), unless no such
+    record exists."""
+    early, late = f"{topic_prefix}.early", f"{topic_prefix}.late"
+
+    async def scenario() -> dict[str, object]:
+        await submit(kafka, TPSTREAM, name=early, topic=registry)
+        async with RegistryWatcher(kafka, topic=registry) as watcher:
+            await watcher.wait_synced()
+            before = (watcher.position, await watcher.reached(1))
+            await submit(kafka, SASE, name=late, topic=registry)
+            async with asyncio.timeout(30):
+                reached = await watcher.reached(1)
+            return {"before": before, "reached": reached, "position": watcher.position,
+                    "offsets": {name: q.offset for name, q in watcher.queries.items()}}
+
+    assert asyncio.run(scenario()) == {
+        "before": (1, False),  # offset 1 is not written yet: no wait
+        "reached": True,
+        "position": 2,
+        "offsets": {early: 0, late: 1},
+    }
+
+
+@pytest.mark.integration
 def test_a_watcher_logs_and_skips_records_that_are_no_query(
     kafka: KafkaSettings, topic_prefix: str, registry: str, caplog: pytest.LogCaptureFixture
 ) -> None:

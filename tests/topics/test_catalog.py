@@ -30,6 +30,7 @@ def test_a_deployment_has_these_topics() -> None:
     assert {name: spec.role for name, spec in by_name(CATALOG).items()} == {
         QUERIES: TopicRole.QUERIES,
         SITUATIONS: TopicRole.SITUATIONS,
+        f"{SITUATIONS}.dlq": TopicRole.DLQ,
         "cars": TopicRole.INPUT,
         "cars.ordered": TopicRole.ORDERED,
         "cars.late": TopicRole.LATE,
@@ -46,6 +47,17 @@ def test_the_query_registry_is_one_compacted_partition_kept_forever() -> None:
         CleanupPolicy.COMPACT,
         {"cleanup.policy": "compact", "retention.ms": "-1"},
     )
+
+
+def test_a_stream_s_situations_topic_has_its_partitions_and_a_dead_letter_topic() -> None:
+    """The matcher reads situations in one agent with ``<stream>.ordered`` (co-partitioned)."""
+    catalog = Catalog(streams=CATALOG.streams, situations="situations.cars",
+                      situations_partitions=6)
+    topics = by_name(catalog)
+    assert (topics["situations.cars"].role, topics["situations.cars"].partitions) == (
+        TopicRole.SITUATIONS, 6)
+    assert topics["situations.cars.dlq"].role is TopicRole.DLQ
+    assert SITUATIONS not in topics
 
 
 def test_stream_topics_share_partitions_key_and_time_field() -> None:
