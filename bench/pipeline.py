@@ -57,7 +57,7 @@ from topics.create import create_topics
 from workers.broker import EmbeddedBroker
 from workers.evaluation import fresh_rows
 from workers.settings import KafkaSettings
-from workers.situation_matching import SituationBatch, fresh_steps
+from workers.situation_matching import SituationMessage, fresh_steps
 from workers.up import REPO_ROOT, Pipeline, ServiceProcess
 
 QUERY = REPO_ROOT / "situflow/examples/aggressive_drivers.tps"
@@ -325,9 +325,9 @@ def message_path(columns: dict[str, np.ndarray], partitions: int,
         clock.append(time.perf_counter())
         records = deriver.process(batch_events)
         clock.append(time.perf_counter())
-        value = SituationBatch("bench", query.query_id, 0, records).encode()
+        value = SituationMessage("bench", query.query_id, 0, records).encode()
         clock.append(time.perf_counter())
-        situations = SituationBatch.decode(value)
+        situations = SituationMessage.decode(value)
         clock.append(time.perf_counter())
         fresh = fresh_steps(positions, "bench", situations.records)
         clock.append(time.perf_counter())

@@ -6,12 +6,16 @@ The names follow ARCHITECTURE.md (services and topics):
 topic                      written by  holds
 =========================  ==========  ===========================================================
 ``<stream>``               producers   raw events, possibly out of order (JSON or Arrow IPC)
-``<stream>.ordered``       kslack      the same events in event-time order per partition
+``<stream>.ordered``       kslack      the same events in event-time order per partition (an
+                                       unpartitioned stream: in its one global order, cut into
+                                       numbered batches spread over the partitions)
 ``<stream>.late``          kslack      events later than the K-slack bound, unchanged
 ``<topic>.dlq``            any service messages that could not be decoded, reason in headers
-``situations``             deriver     situation batches: *started*, *running* and *finished*
-                                       situation records, read by the matcher
-                                       (``situations.dlq`` holds the batches it cannot read)
+``situations``             deriver     per ordered message and query: *started*, *running* and
+                                       *finished* situation records (an unpartitioned stream:
+                                       the batch's situation batch, thesis §5.6.3), read by the
+                                       matcher (``situations.dlq`` holds the messages it cannot
+                                       read or merge)
 ``matches.<query>``        matcher     TPStream and SASE+ results of one query
 ``trends.<query>``         trends      COGRA results of one query
 ``situflow.queries``       CLI         the query registry: compacted, keyed by query name
@@ -28,12 +32,23 @@ infinite retention so that a service that starts late still reads every live que
 is a tombstone: the key with a null value). DLQ topics keep messages twice as long as data
 topics, for a person to inspect them.
 
+An *unpartitioned* stream (``StreamSpec(unpartitioned=True)``; thesis §5.6.3/§5.6.5) has no key
+attributes: its queries may span every event, so it needs one global event-time order, and
+``<stream>`` and ``<stream>.late`` have **one partition**, the one ordering point. K-slack cuts
+the ordered stream into consecutive batches with dense numbers (header
+:data:`BATCH_SEQ_HEADER`) and writes batch ``s`` to partition ``s mod partitions`` of
+``<stream>.ordered``, so a deriver group derives them in parallel; each event's
+:data:`SEQ_FIELD` is then its position in the global order. The deriver writes each TPStream
+query's situation batches to one partition of ``situations`` (chosen by the query name), where
+one matcher merges them in sequence.
+
 Specs are plain frozen data; :func:`topics.create.create_topics` turns them into topics.
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -57,9 +72,18 @@ DLQ_OFFSET_HEADER = "situflow.source.offset"
 
 #: Column K-slack adds to ``<stream>.ordered``: the event's input position, ``offset << 20 | row``
 #: (row within an Arrow message, 0 for JSON). With the event time it orders a key's events
-#: strictly, so a service recognises events it has already seen after a redelivery.
+#: strictly, so a service recognises events it has already seen after a redelivery. In an
+#: unpartitioned stream it is the event's position in the global order: 0, 1, 2, ...
 SEQ_FIELD = "_situflow_seq"
 ROW_BITS = 20
+
+#: Headers of a batch of an unpartitioned stream's ``<stream>.ordered`` (decimal integers): its
+#: number, and how many query registry records K-slack had read when it cut this batch and the
+#: batch before (-1 before the first), which fixes the batch at which a query registered while
+#: the stream runs begins (:mod:`workers.kslack`).
+BATCH_SEQ_HEADER = "situflow.batch.seq"
+BATCH_REGISTRY_HEADER = "situflow.batch.registry"
+BATCH_REGISTRY_BEFORE_HEADER = "situflow.batch.registry-before"
 
 # Kafka's rule for topic names: at most 249 of these characters, and not "." or "..".
 _LEGAL_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -129,7 +153,9 @@ class StreamSpec:
     """An input stream: its raw topic name and how to read its events.
 
     ``key_fields`` are the partition attributes producers key messages by (empty: any key,
-    round-robin), so that partitioned queries find each key's events in one partition.
+    round-robin), so that partitioned queries find each key's events in one partition. An
+    ``unpartitioned`` stream has none: its input has one partition, and ``partitions`` is the
+    number of partitions its batches are spread over (see the module doc).
     """
 
     name: str
@@ -137,9 +163,19 @@ class StreamSpec:
     partitions: int = DEFAULT_PARTITIONS
     key_fields: tuple[str, ...] = ()
     retention_ms: int | None = DEFAULT_RETENTION_MS
+    unpartitioned: bool = False
 
     def __post_init__(self) -> None:
         check_name(self.name)
+        if self.unpartitioned and self.key_fields:
+            raise ValueError(f"stream {self.name!r}: an unpartitioned stream has no key "
+                             f"attributes (got {', '.join(self.key_fields)})")
+
+    @property
+    def input_partitions(self) -> int:
+        """Partitions of ``<stream>`` and ``<stream>.late``: one for an unpartitioned stream,
+        whose global event-time order has one ordering point."""
+        return 1 if self.unpartitioned else self.partitions
 
 
 @dataclass(frozen=True)
@@ -204,15 +240,28 @@ def _event_value(time_field: str, ordered: bool) -> MessageSchema:
 
 def stream_topics(stream: StreamSpec, replication_factor: int = 1) -> list[TopicSpec]:
     """``<stream>``, ``<stream>.ordered``, ``<stream>.late`` and ``<stream>.dlq``."""
-    key = MessageSchema(
-        f"the values of {', '.join(stream.key_fields)} as a JSON array"
-        if stream.key_fields else "any, or null (round-robin)"
-    )
+    if stream.unpartitioned:
+        key = MessageSchema("any, or null (one partition: the stream's one global order)")
+    elif stream.key_fields:
+        key = MessageSchema(f"the values of {', '.join(stream.key_fields)} as a JSON array")
+    else:
+        key = MessageSchema("any, or null (round-robin)")
 
     def event_topic(name: str, role: TopicRole) -> TopicSpec:
+        ordered = role is TopicRole.ORDERED
+        if ordered and stream.unpartitioned:
+            value = MessageSchema(
+                f"one batch of consecutive events of the global event-time order per Arrow IPC "
+                f"message, batch s in partition s mod {stream.partitions}; headers "
+                f"{BATCH_SEQ_HEADER} (s), {BATCH_REGISTRY_HEADER} and "
+                f"{BATCH_REGISTRY_BEFORE_HEADER}; {SEQ_FIELD} = position in the global order",
+                (ARROW,))
+        else:
+            value = _event_value(stream.time_field, ordered)
         return TopicSpec(
-            name, role, key=key, value=_event_value(stream.time_field, role is TopicRole.ORDERED),
-            partitions=stream.partitions, replication_factor=replication_factor,
+            name, role, key=key, value=value,
+            partitions=stream.partitions if ordered else stream.input_partitions,
+            replication_factor=replication_factor,
             retention_ms=stream.retention_ms, time_field=stream.time_field,
         )
 
@@ -248,7 +297,8 @@ def dlq_topic(source: TopicSpec) -> TopicSpec:
 def situations_topic(
     partitions: int = DEFAULT_PARTITIONS, replication_factor: int = 1, name: str = SITUATIONS
 ) -> TopicSpec:
-    """``situations``: situation batches, partition by partition of ``<stream>.ordered``.
+    """``situations``: situation records, partition by partition of ``<stream>.ordered``, or
+    an unpartitioned stream's situation batches, each query's in one partition.
 
     ``partitions`` must be the stream's (see the module doc). ``name`` renames it
     (``SITUFLOW_SITUATIONS_TOPIC`` of the deriver and the matcher, e.g. one per stream).
@@ -259,13 +309,21 @@ def situations_topic(
         key=MessageSchema("the query name as a JSON string"),
         value=MessageSchema(
             "JSON object {query, query_id, registered_at, records: [...]} "
-            "(workers.situation_matching.SituationBatch); a record: query, key, situation, kind "
-            "(started|running|finished), ts, te (null while open), at, seq, aggregate values, "
-            "id (deterministic)"
+            "(workers.situation_matching.SituationMessage); a record: query, key, situation, "
+            "kind (started|running|finished), ts, te (null while open), at, seq, aggregate "
+            "values, id (deterministic). An unpartitioned stream's: {query, query_id, "
+            "registered_at, starts, batch: {seq, query_id, records, head, tail, span}} "
+            "(situflow.tpstream.situation_batches.SituationBatch)"
         ),
         partitions=partitions,
         replication_factor=replication_factor,
     )
+
+
+def situations_partition(query: str, partitions: int) -> int:
+    """The partition of ``situations`` that holds every situation batch of unpartitioned query
+    ``query``, so that one matcher merges them: a hash of the name, the same in every process."""
+    return zlib.crc32(query.encode()) % partitions
 
 
 def query_topic(output: QueryOutput, replication_factor: int = 1) -> TopicSpec:

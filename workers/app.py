@@ -3,9 +3,16 @@ configured for the brokers we run on, and the Prometheus ``/metrics`` and ``/hea
 
 The Faust settings encode measured broker behaviour (see :mod:`workers.broker`):
 
-* ``processing_guarantee="at_least_once"``: tansu has no transactions. After a crash a service
-  may re-send some output; results carry a deterministic id so consumers drop duplicates, and
-  the services skip input offsets their state already holds (see each service's docstring).
+* ``processing_guarantee``: ``SITUFLOW_PROCESSING_GUARANTEE``, ``at_least_once`` by default
+  (tansu has no transactions). After a crash a service may re-send some output; results carry
+  a deterministic id so consumers drop duplicates, and the services skip input their state
+  already holds (:mod:`workers.partitions`). ``exactly_once`` runs Faust's Kafka transactions,
+  one per input partition number: whatever a service sends while handling a message or tick
+  of partition ``p`` (output, dead letters, the checkpoint's changelog record) joins ``p``'s
+  transaction, which each checkpoint of ``p`` commits with ``p``'s input offsets
+  (:func:`_transactions_by_input`; Faust itself would pick the transaction of the partition a
+  record goes *to*). A service started so checks first that the broker grants transactions
+  and exits 1 with the reason if not (:func:`check_transactions`);
 * ``producer_max_batch_size=1``: one record per produce batch, because tansu 0.6 answers
   ListOffsets(latest) wrongly after a multi-record batch, which makes changelog recovery abort
   with ``ConsistencyError``. ``recovery_consistency_check`` stays on: turning it off would
@@ -27,19 +34,22 @@ The Faust settings encode measured broker behaviour (see :mod:`workers.broker`):
 
 Environment of every service (besides the ``KAFKA_*`` connection of :mod:`workers.settings`):
 
-=============================  ==========================================================
-``SITUFLOW_STREAM``            input stream name (topic ``<stream>``); default ``events``
-``SITUFLOW_TIME_FIELD``        event-time field; default ``ts``
-``SITUFLOW_KEY_FIELDS``        comma-separated partition attributes (e.g. ``car_id``)
-``SITUFLOW_PARTITIONS``        partitions of the stream's topics; default 4
-``SITUFLOW_DATA_DIR``          RocksDB and Faust data directory
-``SITUFLOW_WEB_PORT``          port of ``/metrics`` and ``/health``; default 6066
-``SITUFLOW_WEB_BIND``          address to bind; default ``127.0.0.1``
-``SITUFLOW_SESSION_TIMEOUT``   consumer group session timeout in seconds; default 10
-``SITUFLOW_SITUATIONS_TOPIC``  situation batches from the deriver to the matcher; default
-                               ``situations`` (one such topic per stream: see
-                               :mod:`workers.matcher`)
-=============================  ==========================================================
+=================================  ==========================================================
+``SITUFLOW_STREAM``                input stream name (topic ``<stream>``); default ``events``
+``SITUFLOW_TIME_FIELD``            event-time field; default ``ts``
+``SITUFLOW_KEY_FIELDS``            comma-separated partition attributes (e.g. ``car_id``)
+``SITUFLOW_UNPARTITIONED``         ``1``: the stream has none (thesis §5.6.3, ``workers.kslack``)
+``SITUFLOW_PARTITIONS``            partitions of the stream's topics; default 4
+``SITUFLOW_DATA_DIR``              RocksDB and Faust data directory
+``SITUFLOW_WEB_PORT``              port of ``/metrics`` and ``/health``; default 6066
+``SITUFLOW_WEB_BIND``              address to bind; default ``127.0.0.1``
+``SITUFLOW_SESSION_TIMEOUT``       consumer group session timeout in seconds; default 10
+``SITUFLOW_PROCESSING_GUARANTEE``  ``at_least_once`` (default) or ``exactly_once`` (Kafka
+                                   transactions; module doc)
+``SITUFLOW_SITUATIONS_TOPIC``      situation batches from the deriver to the matcher; default
+                                   ``situations`` (one such topic per stream: see
+                                   :mod:`workers.matcher`)
+=================================  ==========================================================
 """
 
 from __future__ import annotations
@@ -49,13 +59,18 @@ import logging
 import os
 import ssl
 import sys
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 import faust
+from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
+from faust.transport.consumer import TransactionManager
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
+from faust.types import HeadersArg, RecordMetadata
 from faust.web import Request, Response, View
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -76,6 +91,9 @@ FETCH_MAX_WAIT_MS = int(os.environ.get("SITUFLOW_FETCH_MAX_WAIT_MS", "20"))
 #: Largest checkpoint (state of one partition) a changelog record may hold.
 MAX_STATE_BYTES = 64 * 1024 * 1024
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+AT_LEAST_ONCE, EXACTLY_ONCE = "at_least_once", "exactly_once"
+#: Seconds a broker may take to grant a transactional producer at start.
+TRANSACTIONS_PROBE_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +108,7 @@ class ServiceConfig:
     web_bind: str = "127.0.0.1"
     session_timeout: float = 10.0
     situations: str = SITUATIONS
+    processing_guarantee: str = AT_LEAST_ONCE
 
     @classmethod
     def from_env(cls, service: str, env: Mapping[str, str] | None = None) -> ServiceConfig:
@@ -100,6 +119,7 @@ class ServiceConfig:
             time_field=env.get("SITUFLOW_TIME_FIELD", "ts"),
             partitions=int(env.get("SITUFLOW_PARTITIONS", DEFAULT_PARTITIONS)),
             key_fields=keys,
+            unpartitioned=env.get("SITUFLOW_UNPARTITIONED") == "1",
         )
         return cls(
             service=service,
@@ -110,7 +130,16 @@ class ServiceConfig:
             web_bind=env.get("SITUFLOW_WEB_BIND", "127.0.0.1"),
             session_timeout=float(env.get("SITUFLOW_SESSION_TIMEOUT", 10)),
             situations=env.get("SITUFLOW_SITUATIONS_TOPIC", SITUATIONS),
+            processing_guarantee=_guarantee(env.get("SITUFLOW_PROCESSING_GUARANTEE",
+                                                    AT_LEAST_ONCE)),
         )
+
+
+def _guarantee(value: str) -> str:
+    if value not in (AT_LEAST_ONCE, EXACTLY_ONCE):
+        raise ValueError(f"SITUFLOW_PROCESSING_GUARANTEE={value!r}: use {AT_LEAST_ONCE} or "
+                         f"{EXACTLY_ONCE}")
+    return value
 
 
 def make_app(app_id: str, config: ServiceConfig) -> faust.App:
@@ -124,7 +153,7 @@ def make_app(app_id: str, config: ServiceConfig) -> faust.App:
         version=1,
         topic_partitions=config.stream.partitions,
         topic_disable_leader=True,
-        processing_guarantee="at_least_once",
+        processing_guarantee=config.processing_guarantee,
         producer_max_batch_size=1,
         producer_max_request_size=MAX_STATE_BYTES,
         consumer_max_fetch_size=MAX_STATE_BYTES,
@@ -157,10 +186,56 @@ def _short_fetch_wait() -> None:
 _short_fetch_wait()
 
 
+def _transactions_by_input() -> None:
+    """In exactly-once mode, send each record in the transaction of the input partition whose
+    message or tick Faust is handling, not in that of the partition the record goes to
+    (module doc): a checkpoint commits exactly the effects of the input it acknowledges. A
+    record sent outside any event (a timer's tick) goes outside transactions, so that it is
+    read before the commit it may be needed for."""
+    if getattr(TransactionManager.send, "situflow_wrapped", False):
+        return
+
+    async def send(self: TransactionManager, topic: str, key: bytes | None,
+                   value: bytes | None, partition: int | None, timestamp: float | None,
+                   headers: HeadersArg | None, *, transactional_id: str | None = None,
+                   ) -> Awaitable[RecordMetadata]:
+        event = faust.current_event()
+        if event is None:
+            return await self.producer.send(topic, key, value, partition, timestamp, headers)
+        source = event.message
+        group = self.app.assignor.group_for_topic(source.topic)
+        return await self.producer.send(
+            topic, key, value, partition, timestamp, headers,
+            transactional_id=f"{self.app.conf.id}-{group}-{source.partition}")
+
+    send.situflow_wrapped = True  # type: ignore[attr-defined]
+    TransactionManager.send = send  # type: ignore[method-assign]
+
+
+_transactions_by_input()
+
+
+async def check_transactions(kafka: KafkaSettings) -> None:
+    """Raise :class:`KafkaError` (or :class:`TimeoutError`) unless the broker grants a
+    transactional producer, so that a broker without transactions (tansu answers
+    InitProducerId with an unknown error) stops a service at start, with the reason. The
+    transactional id is a fresh one, so no worker is fenced."""
+    producer = AIOKafkaProducer(**kafka.client_kwargs(),
+                                transactional_id=f"situflow-probe-{uuid.uuid4().hex}")
+    try:
+        async with asyncio.timeout(TRANSACTIONS_PROBE_TIMEOUT):
+            await producer.start()
+            await producer.begin_transaction()
+            await producer.commit_transaction()
+    finally:
+        await producer.stop()
+
+
 def run(app: faust.App, config: ServiceConfig) -> None:
     """Start the worker once a broker answers: an unreachable one is reported in one line per
     attempt and retried with backoff for ``SITUFLOW_BROKER_WAIT`` seconds (default 300), then
-    the process exits 1 (so an orchestrator restarts it) instead of Faust's endless log."""
+    the process exits 1 (so an orchestrator restarts it) instead of Faust's endless log. In
+    exactly-once mode a broker without transactions ends it the same way, at once."""
     wait = float(os.environ.get("SITUFLOW_BROKER_WAIT", "300"))
 
     async def probe(kafka: KafkaSettings) -> None:
@@ -177,8 +252,15 @@ def run(app: faust.App, config: ServiceConfig) -> None:
     client_log.setLevel(logging.CRITICAL)  # one line per attempt is ours
     try:
         asyncio.run(retry_unreachable(config.kafka, probe, wait, on_retry=retrying))
+        if config.processing_guarantee == EXACTLY_ONCE:
+            asyncio.run(check_transactions(config.kafka))
     except BrokerUnreachable as exc:
         sys.exit(f"situflow {config.service}: {exc}")
+    except (KafkaError, TimeoutError) as exc:
+        sys.exit(f"situflow {config.service}: SITUFLOW_PROCESSING_GUARANTEE={EXACTLY_ONCE} needs "
+                 f"Kafka transactions, and the broker at {config.kafka.bootstrap_servers} does "
+                 f"not grant them ({type(exc).__name__}: {exc}); run {AT_LEAST_ONCE} there (the "
+                 f"default)")
     finally:
         client_log.setLevel(level)
     app.main()

@@ -95,6 +95,7 @@ from workers.app import (
     make_app,
     message_age,
     owned_partitions,
+    run,
     state_table,
 )
 from workers.partitions import PartitionStates
@@ -565,4 +566,5 @@ def archiver_app(config: ServiceConfig, settings: ArchiveSettings) -> faust.App:
 
 
 if __name__ == "__main__":
-    archiver_app(ServiceConfig.from_env("archiver"), ArchiveSettings.from_env()).main()
+    config = ServiceConfig.from_env("archiver")
+    run(archiver_app(config, ArchiveSettings.from_env()), config)

@@ -1,6 +1,6 @@
 """The Kafka commands of ``situflow``: the pipeline, the demo, the query registry, the topics.
 
-    situflow up [--stream cars] [--key-fields car_id] [--slack K] [--query FILE ...]
+    situflow up [--stream cars] [--key-fields car_id | --unpartitioned] [--slack K] [--query FILE ...]
     situflow demo [--events N] [--cars N] [--local]
     situflow query submit QUERY_FILE [--name NAME]
     situflow query list [--json]
@@ -64,6 +64,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    "and every service, until Ctrl-C")
     up.add_argument("--stream", default="cars", help="input stream (topic) name")
     up.add_argument("--key-fields", default="car_id", help="partition attributes, comma-separated")
+    up.add_argument("--unpartitioned", action="store_true",
+                    help="a stream without key attributes: TPStream queries only, in batches "
+                         "(thesis 5.6.3); its input topic has one partition")
     up.add_argument("--time-field", default="ts")
     up.add_argument("--partitions", type=int, default=4)
     up.add_argument("--slack", type=int, default=5, help="K, in event-time units")
@@ -129,6 +132,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="the situations topic (default: situations; one per stream, "
                              "as SITUFLOW_SITUATIONS_TOPIC names it)")
     create.add_argument("--time-field", default="ts", metavar="NAME", help="event-time field (default: ts)")
+    create.add_argument("--unpartitioned", action="store_true",
+                        help="the streams have no key attributes: NAME and NAME.late get one "
+                             "partition, NAME.ordered --partitions (thesis 5.6.3)")
     create.add_argument("--replication-factor", type=int, default=1, metavar="N")
     create.set_defaults(command=_topics_create)
 
@@ -264,7 +270,8 @@ def _topics_create(args: argparse.Namespace) -> int:
 
     try:
         catalog = Catalog(
-            streams=tuple(StreamSpec(name, time_field=args.time_field, partitions=args.partitions)
+            streams=tuple(StreamSpec(name, time_field=args.time_field, partitions=args.partitions,
+                                     unpartitioned=args.unpartitioned)
                           for name in args.stream),
             situations_partitions=args.partitions,
             replication_factor=args.replication_factor,

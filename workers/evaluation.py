@@ -15,7 +15,11 @@ Kafka's partitioning is the data parallelism: per ordered partition and query th
 operator over every key of the partition, exactly as ``situflow run`` evaluates the partition's
 events. That requires every query to partition by (at least) the stream's key attributes
 ``SITUFLOW_KEY_FIELDS``, so that no query partition spans two Kafka partitions; a query that
-does not is refused.
+does not is refused. Over an unpartitioned stream (``SITUFLOW_UNPARTITIONED=1``), whose ordered
+partitions hold consecutive batches of one global order, the deriver and the matcher run every
+TPStream query, partitioned or not, on those batches (thesis §5.6.3, :mod:`workers.kslack`);
+SASE+ and COGRA queries are refused there, because their operators need each key's events in
+one partition, in order, which only a keyed stream gives.
 
 State: per input partition, each query's operator snapshot (with its query id, so a changed
 query starts afresh) and, per key, the position (event time, input seq) of the last event
@@ -50,7 +54,7 @@ import pyarrow as pa
 
 from situflow.codecs import arrow_events
 from situflow.codecs.json_events import decode_event
-from situflow.errors import InputError, QueryError, SituflowError
+from situflow.errors import InputError, QueryError, SequenceError, SituflowError
 from situflow.events import EventBatch
 from situflow.operator import CompiledQuery, Operator, QueryOptions
 from situflow.queries import compile_query, partition_attributes
@@ -91,14 +95,14 @@ class Queries:
     ``prepare`` turns a compiled query into what the service evaluates (the deriver and the
     matcher evaluate one half of a TPStream query each: :mod:`workers.situation_matching`).
     ``registered_at`` holds, per name, the registry offset of its registration (-1: from a
-    file).
+    file); a re-submit of the same text keeps the first.
     """
 
-    def __init__(self, service: str, languages: frozenset[str], key_fields: tuple[str, ...],
+    def __init__(self, service: str, languages: frozenset[str], stream: StreamSpec,
                  prepare: Callable[[CompiledQuery], CompiledQuery] = lambda query: query):
         self.service = service
         self.languages = languages
-        self.key_fields = key_fields
+        self.stream = stream
         self.prepare = prepare
         self.compiled: dict[str, CompiledQuery] = {}
         self.registered_at: dict[str, int] = {}
@@ -114,15 +118,29 @@ class Queries:
         if query.language not in self.languages:
             raise SituflowError(f"the {self.service} service evaluates "
                                 f"{'/'.join(sorted(self.languages))} queries, not {query.language}")
-        missing = [f for f in self.key_fields if f not in partition_attributes(query)]
+        stream = self.stream
+        if stream.unpartitioned:
+            if query.language != "tpstream":
+                raise SituflowError(
+                    f"the {query.language} query {query.name!r} needs a keyed stream: "
+                    f"{stream.name!r} is unpartitioned, its events are spread over the ordered "
+                    "partitions in batches that only TPStream merges in sequence (thesis "
+                    "5.6.3); declare a stream with key attributes (SITUFLOW_KEY_FIELDS) and "
+                    "partition the query by them")
+            return
+        missing = [f for f in stream.key_fields if f not in partition_attributes(query)]
         if missing:
             raise SituflowError(
                 f"query {query.name!r} must partition by the stream's key attributes "
-                f"{', '.join(self.key_fields)} (missing: {', '.join(missing)}): a query "
-                "partition may not span Kafka partitions")
+                f"{', '.join(stream.key_fields)} (missing: {', '.join(missing)}): a query "
+                "partition may not span Kafka partitions (a TPStream query runs unpartitioned "
+                "on a stream declared unpartitioned: SITUFLOW_UNPARTITIONED=1)")
 
     def add(self, query: CompiledQuery, registered_at: int = -1) -> None:
         self.check(query)
+        current = self.compiled.get(query.name)
+        if current is not None and current.query_id == query.query_id:
+            return  # the same text again: it goes on from its first registration
         self.compiled[query.name] = self.prepare(query)
         self.registered_at[query.name] = registered_at
         self.version += 1
@@ -188,6 +206,13 @@ def store(evaluation: Evaluation) -> dict[str, Any]:
     return {"queries": queries, "positions": evaluation.positions}
 
 
+def check_stream(config: ServiceConfig) -> None:
+    """Exit with what to set unless the stream is keyed or declared unpartitioned."""
+    if not config.stream.key_fields and not config.stream.unpartitioned:
+        sys.exit(f"situflow {config.service}: set SITUFLOW_KEY_FIELDS to the partition "
+                 "attributes, or SITUFLOW_UNPARTITIONED=1 for a stream without (thesis 5.6.3)")
+
+
 def read_query_file(queries: Queries, env: dict[str, str] | os._Environ[str]) -> None:
     """The query of ``SITUFLOW_QUERY_FILE``, if set; exits with a located error if it is bad."""
     path = env.get("SITUFLOW_QUERY_FILE")
@@ -248,25 +273,25 @@ class EvaluatingService:
     by ``prepare``), ``<stream>.ordered`` and any further ``inputs`` (co-partitioned with it)
     as one stream of messages, the per-partition state in ``table``, the ``<stream>.dlq``
     topic, and ticks that checkpoint idle partitions. :meth:`evaluate_with` starts the agent;
-    :meth:`evaluate_events` and :meth:`send_results` are the usual steps of a message."""
+    :meth:`evaluate_events` and :meth:`send_results` are the usual steps of a message.
+    ``events=False``: the service reads only ``inputs``, not ``<stream>.ordered``."""
 
     def __init__(self, config: ServiceConfig, languages: Iterable[str], table: str, *,
                  prepare: Callable[[CompiledQuery], CompiledQuery] = lambda query: query,
-                 inputs: tuple[str, ...] = (), output_role: TopicRole = TopicRole.MATCHES):
+                 inputs: tuple[str, ...] = (), output_role: TopicRole = TopicRole.MATCHES,
+                 events: bool = True):
         self.service = service = config.service
         self.config = config
         self.stream = stream = config.stream
-        if not stream.key_fields:
-            sys.exit(f"situflow {service}: set SITUFLOW_KEY_FIELDS to the partition attributes; "
-                     "unpartitioned streams (thesis 5.6.3) are not supported by the services yet")
-        self.queries = queries = Queries(service, frozenset(languages), stream.key_fields,
-                                         prepare)
+        check_stream(config)
+        self.queries = queries = Queries(service, frozenset(languages), stream, prepare)
         read_query_file(queries, os.environ)
         _, self.ordered, _, dlq_name = (spec.name for spec in stream_topics(stream))
         self.app = app = make_app(f"situflow-{service}-{stream.name}", config)
-        self.metrics = metrics = ServiceMetrics(app, service, inputs=(self.ordered, *inputs))
+        self.inputs = (self.ordered, *inputs) if events else inputs
+        self.metrics = metrics = ServiceMetrics(app, service, inputs=self.inputs)
         self.ticks_name = f"{app.conf.id}-ticks"
-        self.source = app.topic(self.ordered, *inputs, self.ticks_name, internal=True,
+        self.source = app.topic(*self.inputs, self.ticks_name, internal=True,
                                 partitions=stream.partitions, key_serializer="raw",
                                 value_serializer="raw", retention=3600.0)
         self.ticks = self.topic(self.ticks_name)
@@ -316,7 +341,7 @@ class EvaluatingService:
         """A tick to each partition of this worker with work to checkpoint, so that idle
         partitions checkpoint and commit too."""
         now = time.monotonic()
-        for partition in owned_partitions(self.app, self.ordered):
+        for partition in owned_partitions(self.app, self.inputs[0]):
             if self.states.due(partition) and self.states.want_tick(partition, now):
                 await self.ticks.send(value=b"", partition=partition)
 
@@ -362,6 +387,9 @@ class EvaluatingService:
             return process(), None
         except InputError as exc:
             return [], f"query {name}: {exc.reason}"
+        except SequenceError as exc:
+            self.app.log.error("query %s: %s", name, exc)
+            return [], f"query {name}: {exc}"
         except Exception as exc:
             self.app.log.exception("query %s failed on %s[%s]@%s", name, event.message.topic,
                                    event.message.partition, event.message.offset)

@@ -26,14 +26,42 @@ a partition that saw no input for ``SITUFLOW_IDLE_TIMEOUT`` seconds, and whose i
 consumed, releases every buffered event of that partition. Later events of that partition are
 then late, as the semantics say.
 
+**Unpartitioned streams** (``SITUFLOW_UNPARTITIONED=1``; thesis §5.6.3/§5.6.5): K-slack is the
+*batcher*. The stream's input has one partition, the one point where a global event-time order
+can be made, and this service restores that order and slices it into consecutive batches with
+dense numbers 0, 1, 2, ..., written as one Arrow message each to partition ``s mod partitions``
+of ``<stream>.ordered`` ("we divide the input topic into n topic partitions and distribute event
+batches to those partitions"), so that a deriver group derives them in parallel. Each event's
+``_situflow_seq`` is its position in the global order. Where a batch ends is
+:class:`~situflow.tpstream.situation_batches.EventSlicer`'s rule: ``SITUFLOW_BATCH_EVENTS``
+events (default 8192) or an event more than ``SITUFLOW_BATCH_SPAN`` event-time units (default
+K) after the batch's first, so a slow stream's events wait about K more for their batch; an idle
+flush also ends the open batch. Both rules read only the released events, which a replay
+releases again in the same order, so a restart from a checkpoint cuts and numbers the same
+batches as before the crash; an idle flush's cut, the one decision taken by the clock, is
+checkpointed before its batch is sent, and batches cut but not yet sent are in the checkpoint.
+The batch settings are kept in the state: a restarted service cuts as before, whatever its
+environment says. A batch also ends before released events whose attributes do not fit its
+Arrow schema (an attribute that changes type); where depends on how the input was read, so
+that cut, like an idle flush's, is checkpointed before its batch is sent.
+
+K-slack also reads the query registry (``SITUFLOW_REGISTRY=1``) and heads each batch with how
+many registry records it had read when it cut the batch, and the batch before: a query
+registered in between begins at this batch, for every deriver alike (derivers read the registry
+at their own pace, so "from when a deriver learns of it" would leave holes in the sequence).
+It reads the registry to its end before it cuts anything, so the counts never go back, also
+across restarts.
+
 Settings (besides :mod:`workers.app`): ``SITUFLOW_SLACK`` (K, in event-time units; default 0)
-and ``SITUFLOW_IDLE_TIMEOUT`` (seconds; default 5). Run: ``python -m workers.kslack worker``.
+and ``SITUFLOW_IDLE_TIMEOUT`` (seconds; default 5); for unpartitioned streams
+``SITUFLOW_BATCH_EVENTS`` and ``SITUFLOW_BATCH_SPAN``. Run: ``python -m workers.kslack worker``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +74,16 @@ from situflow.codecs import arrow_events
 from situflow.codecs.errors import InputError
 from situflow.codecs.json_events import decode_event, encode_event
 from situflow.kslack import ColumnarKSlack
-from topics.catalog import ROW_BITS, SEQ_FIELD, stream_topics
+from situflow.tpstream.situation_batches import EventSlicer
+from topics.catalog import (
+    BATCH_REGISTRY_BEFORE_HEADER,
+    BATCH_REGISTRY_HEADER,
+    BATCH_SEQ_HEADER,
+    ROW_BITS,
+    SEQ_FIELD,
+    stream_topics,
+)
+from topics.registry import RegistryWatcher
 from workers.app import (
     ServiceConfig,
     ServiceMetrics,
@@ -57,6 +94,7 @@ from workers.app import (
     run,
     state_table,
 )
+from workers.evaluation import check_stream
 from workers.partitions import PartitionStates
 
 config = ServiceConfig.from_env("kslack")
@@ -70,24 +108,51 @@ LINGER = 0.005
 #: JSON events pushed into the K-slack buffer together at most.
 INBOX_BATCH = 1024
 STREAM = config.stream
-if not STREAM.key_fields:
-    sys.exit(f"situflow {config.service}: set SITUFLOW_KEY_FIELDS to the partition attributes; "
-             "unpartitioned streams (thesis 5.6.3) are not supported by the services yet")
+check_stream(config)
+UNPARTITIONED = STREAM.unpartitioned
+BATCH_EVENTS = int(os.environ.get("SITUFLOW_BATCH_EVENTS", OUTPUT_BATCH))
+BATCH_SPAN = int(os.environ.get("SITUFLOW_BATCH_SPAN", SLACK))
 RAW, ORDERED, LATE, DLQ = (spec.name for spec in stream_topics(STREAM))
+# The app's, the table's and the ticks' partitions are the input's (one if unpartitioned).
+INPUT = dataclasses.replace(config, stream=dataclasses.replace(
+    STREAM, partitions=STREAM.input_partitions))
 
-app = make_app(f"situflow-kslack-{STREAM.name}", config)
+app = make_app(f"situflow-kslack-{STREAM.name}", INPUT)
 metrics = ServiceMetrics(app, "kslack", inputs=(RAW,))
 TICKS = f"{app.conf.id}-ticks"
 
 # internal=True: Faust creates the ticks topic (co-partitioned with the input) before it
 # subscribes; the raw topic already exists (topics are created from the catalog first) and is
 # left as it is.
-source = app.topic(RAW, TICKS, internal=True, partitions=STREAM.partitions,
+source = app.topic(RAW, TICKS, internal=True, partitions=STREAM.input_partitions,
                    key_serializer="raw", value_serializer="raw", retention=3600.0)
 ticks = app.topic(TICKS, key_serializer="raw", value_serializer="raw")
 ordered = app.topic(ORDERED, key_serializer="raw", value_serializer="raw")
 late = app.topic(LATE, key_serializer="raw", value_serializer="raw")
 dlq = app.topic(DLQ, key_serializer="raw", value_serializer="raw")
+
+
+@dataclass
+class Batch:
+    """A batch of an unpartitioned stream, cut but maybe not sent yet (module doc): its number,
+    the registry records read at its cut and at the cut before, its events."""
+
+    seq: int
+    registry_before: int
+    registry: int
+    events: pa.Table
+
+
+@dataclass
+class Batcher:
+    """The batcher of an unpartitioned stream: where it cuts, what it numbers next, the batches
+    cut but not sent (the open batch's events are the buffer's outbox)."""
+
+    slicer: EventSlicer
+    next_seq: int = 0
+    position: int = 0  # of the next released event in the global order
+    registry: int = -1  # registry records read at the last cut (-1: no cut yet)
+    ready: list[Batch] = field(default_factory=list)
 
 
 @dataclass
@@ -97,12 +162,15 @@ class Buffer:
     kslack: ColumnarKSlack
     offset: int = -1  # the last input offset processed
     last_input: float = field(default_factory=time.monotonic)  # for the idle timeout
-    # Released, not yet sent; in the checkpoint, so a restart sends what it holds.
+    # Released, not yet sent (unpartitioned: the open batch); in the checkpoint, so a restart
+    # sends what it holds.
     outbox: list[pa.Table] = field(default_factory=list)
     # JSON events not yet pushed: pushing one row at a time would cost as much as a batch.
     # Never in a checkpoint: it is pushed before every checkpoint.
     inbox: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
     sent_at: float = field(default_factory=time.monotonic)  # when the outbox was last sent
+    batcher: Batcher | None = None  # of an unpartitioned stream
+    settle: bool = False  # a cut to checkpoint before its batch is sent (module doc)
 
     @property
     def outgoing(self) -> int:
@@ -111,21 +179,58 @@ class Buffer:
 
 def load(value: Any) -> Buffer:
     if value is None:
-        return Buffer(ColumnarKSlack(SLACK, STREAM.time_field))
-    outbox = [arrow_events.batch_from_events(value["outbox"])] if value["outbox"] else []
-    return Buffer(ColumnarKSlack.restore(value["kslack"]), value["offset"],
-                  outbox=[pa.Table.from_batches([batch]) for batch in outbox])
+        batcher = Batcher(EventSlicer(BATCH_EVENTS, BATCH_SPAN)) if UNPARTITIONED else None
+        return Buffer(ColumnarKSlack(SLACK, STREAM.time_field), batcher=batcher)
+    outbox = [table_of(value["outbox"])] if value["outbox"] else []
+    if value.get("batcher") is not None:
+        state = value["batcher"]
+        ready = [Batch(b["seq"], b["registry_before"], b["registry"], table_of(b["events"]))
+                 for b in state["ready"]]
+        batcher = Batcher(EventSlicer(**state["slicer"]), state["next_seq"], state["position"],
+                          state["registry"], ready)
+    else:
+        batcher = None
+    return Buffer(ColumnarKSlack.restore(value["kslack"]), value["offset"], outbox=outbox,
+                  batcher=batcher)
 
 
 def store(buffer: Buffer) -> dict[str, Any]:
     outbox = [row for table in buffer.outbox for row in table.to_pylist()]
-    return {"kslack": buffer.kslack.snapshot(), "offset": buffer.offset, "outbox": outbox}
+    batcher = buffer.batcher
+    return {"kslack": buffer.kslack.snapshot(), "offset": buffer.offset, "outbox": outbox,
+            "batcher": None if batcher is None else {
+                "slicer": dataclasses.asdict(batcher.slicer), "next_seq": batcher.next_seq,
+                "position": batcher.position, "registry": batcher.registry,
+                "ready": [{"seq": b.seq, "registry_before": b.registry_before,
+                           "registry": b.registry, "events": b.events.to_pylist()}
+                          for b in batcher.ready]}}
 
 
-buffers = state_table(app, "buffers", config,
+def table_of(rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_batches([arrow_events.batch_from_events(rows)])
+
+
+buffers = state_table(app, "buffers", INPUT,
                       "per input partition: K-slack buffers and the last offset processed")
 states = PartitionStates(app, buffers, load, store, observe=metrics.checkpointed)
 buffered: dict[int, int] = {}  # per partition, for the buffer-size gauge
+#: The query registry an unpartitioned stream's batches count the records of; set once it has
+#: been read to its end, before which nothing is cut (module doc).
+registry: list[RegistryWatcher] = []
+registry_read = asyncio.Event()
+if UNPARTITIONED and os.environ.get("SITUFLOW_REGISTRY") == "1":
+    metrics.registry_synced = False
+
+    @app.task
+    async def follow_registry() -> None:
+        async with RegistryWatcher(config.kafka) as watcher:
+            await watcher.wait_synced()
+            registry.append(watcher)
+            metrics.registry_synced = True
+            registry_read.set()
+            await asyncio.Event().wait()  # follow until the app stops (cancels this task)
+else:
+    registry_read.set()
 
 
 @app.agent(source)
@@ -134,6 +239,7 @@ async def reorder(stream: Any) -> None:
 
 
 async def on_message(event: Any) -> None:
+    await registry_read.wait()
     message = event.message
     partition = message.partition
     metrics.messages_in("kslack", RAW).inc()
@@ -148,7 +254,12 @@ async def on_message(event: Any) -> None:
     lingered = time.monotonic() - buffer.sent_at >= LINGER
     if buffer.inbox and (states.due(partition) or lingered or len(buffer.inbox) >= INBOX_BATCH):
         states.changed(partition, buffer, deliveries=await push_inbox(buffer))
-    if buffer.outgoing >= OUTPUT_BATCH or lingered:
+    if buffer.batcher is not None:
+        if lingered:  # the inbox was pushed: its clock restarts
+            buffer.sent_at = time.monotonic()
+        if buffer.batcher.ready:
+            await send_batches(partition, buffer)
+    elif buffer.outgoing >= OUTPUT_BATCH or lingered:
         states.changed(partition, buffer, deliveries=await send_ordered(partition, buffer))
     set_buffered(partition, buffer.kslack.buffered)
     metrics.latency.observe(message_age(message, time.time()))
@@ -214,7 +325,10 @@ async def push(buffer: Buffer, table: pa.Table, sources: dict[int, Any],
         return [await dead_letter(arrow_message,
                                   f"attributes do not fit the buffered events: {error}")]
     if released.num_rows:
-        buffer.outbox.append(released)
+        if buffer.batcher is None:
+            buffer.outbox.append(released)
+        else:
+            slice_released(buffer, buffer.batcher, released)
     if not too_late.num_rows:
         return []
     metrics.late("kslack", LATE).inc(too_late.num_rows)
@@ -272,22 +386,101 @@ async def send_ordered(partition: int, buffer: Buffer) -> list[Any]:
 
 async def on_tick(partition: int) -> None:
     """Push the inbox, flush a partition idle long enough, send the outbox."""
+    await registry_read.wait()
     buffer = states.get(partition)
     if buffer.inbox:
         states.changed(partition, buffer, deliveries=await push_inbox(buffer))
     idle = time.monotonic() - buffer.last_input
-    if buffer.kslack.buffered and idle >= IDLE_TIMEOUT and await caught_up(partition, buffer):
+    if waiting(buffer) and idle >= IDLE_TIMEOUT and await caught_up(partition, buffer):
         # Whether a flush happens depends on timing, not on the input: store that it happened
         # before anything downstream can see it, so a restart cannot undo it (the events of a
         # flushed key that come later are late, before a crash as after).
         flushed = buffer.kslack.finish()
-        if flushed is not None:
-            buffer.outbox.append(flushed)
+        if buffer.batcher is None:
+            if flushed is not None:
+                buffer.outbox.append(flushed)
+        else:
+            if flushed is not None:
+                slice_released(buffer, buffer.batcher, flushed)
+            buffer.batcher.slicer.close()
+            end_batch(buffer, buffer.batcher)
         states.changed(partition, buffer)
         await states.checkpoint(partition)
-    if buffer.outbox:
+    if buffer.batcher is not None and buffer.batcher.ready:
+        await send_batches(partition, buffer)
+    elif buffer.batcher is None and buffer.outbox:
         states.changed(partition, buffer, deliveries=await send_ordered(partition, buffer))
     set_buffered(partition, buffer.kslack.buffered)
+
+
+def waiting(buffer: Buffer) -> bool:
+    """Whether events wait for input that may not come: in the K-slack buffer, or in the open
+    batch of an unpartitioned stream."""
+    return bool(buffer.kslack.buffered or (buffer.batcher is not None and buffer.outbox))
+
+
+def slice_released(buffer: Buffer, batcher: Batcher, released: pa.Table) -> None:
+    """Number released events by their global position and cut them into batches (module doc):
+    complete batches become ready, the rest stays in the open batch (the outbox)."""
+    start = batcher.position
+    batcher.position += released.num_rows
+    positions = pa.array(np.arange(start, batcher.position, dtype=np.int64))
+    released = released.set_column(released.schema.get_field_index(SEQ_FIELD), SEQ_FIELD,
+                                   positions)
+    if buffer.outbox:
+        try:
+            pa.unify_schemas([t.schema for t in (*buffer.outbox, released)],
+                             promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            batcher.slicer.close()  # one batch is one Arrow message
+            end_batch(buffer, batcher)
+            buffer.settle = True
+    times = np.asarray(released.column(STREAM.time_field).to_numpy(), dtype=np.int64)
+    done = 0
+    for cut in batcher.slicer.cuts(times):
+        if cut > done:
+            buffer.outbox.append(released.slice(done, cut - done))
+        end_batch(buffer, batcher)
+        done = cut
+    if done < released.num_rows:
+        buffer.outbox.append(released.slice(done))
+
+
+def end_batch(buffer: Buffer, batcher: Batcher) -> None:
+    """The open batch, if any, is cut where the slicer says (or after it closed the batch): it
+    gets the next number and is ready to send."""
+    if not buffer.outbox:
+        return
+    events = pa.concat_tables(buffer.outbox, promote_options="permissive").combine_chunks()
+    buffer.outbox = []
+    read = registry[0].position if registry else 0
+    batcher.ready.append(Batch(batcher.next_seq, batcher.registry, read, events))
+    batcher.next_seq += 1
+    batcher.registry = read
+
+
+async def send_batches(partition: int, buffer: Buffer) -> None:
+    """Send the ready batches, each as one Arrow message to partition ``seq mod partitions``
+    (after a checkpoint if a cut must be settled)."""
+    assert buffer.batcher is not None
+    if buffer.settle:
+        if buffer.inbox:
+            states.changed(partition, buffer, deliveries=await push_inbox(buffer))
+        buffer.settle = False
+        states.changed(partition, buffer)
+        await states.checkpoint(partition)
+    ready, buffer.batcher.ready = buffer.batcher.ready, []
+    deliveries = []
+    for batch in ready:
+        headers = [*arrow_events.HEADERS, (BATCH_SEQ_HEADER, str(batch.seq).encode()),
+                   (BATCH_REGISTRY_HEADER, str(batch.registry).encode()),
+                   (BATCH_REGISTRY_BEFORE_HEADER, str(batch.registry_before).encode())]
+        deliveries.append(await ordered.send(
+            value=arrow_events.encode_batch(batch.events.to_batches()[0]),
+            partition=batch.seq % STREAM.partitions, headers=headers))
+        metrics.events_out("kslack", ORDERED).inc(batch.events.num_rows)
+    metrics.messages_out("kslack", ORDERED).inc(len(ready))
+    states.changed(partition, buffer, deliveries=deliveries)
 
 
 async def caught_up(partition: int, buffer: Buffer) -> bool:
@@ -319,8 +512,9 @@ async def tick() -> None:
     for partition in owned_partitions(app, RAW):
         if states.loaded(partition) and not states.due(partition):
             buffer = states.get(partition)
-            lingering = (buffer.outbox or buffer.inbox) and now - buffer.sent_at >= LINGER
-            idle = buffer.kslack.buffered and now - buffer.last_input >= IDLE_TIMEOUT
+            unsent = buffer.outbox if buffer.batcher is None else buffer.batcher.ready
+            lingering = (unsent or buffer.inbox) and now - buffer.sent_at >= LINGER
+            idle = waiting(buffer) and now - buffer.last_input >= IDLE_TIMEOUT
             if not (lingering or idle):
                 continue
         if states.want_tick(partition, now):

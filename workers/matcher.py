@@ -22,32 +22,70 @@ partitions**, so a deployment with several streams gives each its own situations
 does not decode, or that a matcher rejects, goes to ``<situations>.dlq`` with the reason;
 ordered messages as before to ``<stream>.dlq``. State is in the ``matchers`` table.
 
+**Unpartitioned streams** (``SITUFLOW_UNPARTITIONED=1``; thesis §5.6.3/§5.6.5): the matcher
+reads only the situations topic, where each TPStream query's situation batches are in one
+partition, so one matcher consumer merges them ("matching is done by one Kafka consumer"): a
+:class:`~workers.situation_matching.BatchMatcher` per query takes them in any order, waits for
+each next sequence number (the "K-slack operation on the sequence numbers"), merges them (Alg.
+5.5) into exactly the sequential deriver's records and matches those, giving ``situflow run``'s
+results and result ids. It begins at the batch its query ``starts`` at (batch 0 for a query
+registered before the stream). Its state (merger with the batches that wait, matcher buffers)
+is checkpointed like every operator's; a redelivered batch is a duplicate of its number and
+skipped, so delivery stays at least once with no duplicate match.
+
+A missing batch is waited for, never skipped (skipping would silently give wrong results). A
+deriver's crash or rebalance only delays it: its batches are redelivered and derived again.
+While it is missing, later batches wait in the merger, at most
+``SITUFLOW_MAX_PENDING_BATCHES`` (default 1024) per query; a batch beyond that (or one whose
+events do not follow the last merged, a numbering error) raises ``SequenceError``: the matcher
+logs it and sends the batch to ``<situations>.dlq`` with the error as the reason, which names
+the missing batch. The query's merged results stop there (nothing wrong is emitted, nothing
+is dropped silently: the batch is in the DLQ) until the query is deleted and submitted again,
+which begins it afresh (:func:`~workers.situation_matching.match_batch`); the gauges below
+show it waiting.
+
 Metrics (``/metrics``): the common ones, ``situflow_buffered_situations`` (situations in the
 TPStream matchers' buffers), ``situflow_open_situations`` (situations the matchers know to be
-running; the deriver holds their events) and ``situflow_partial_matches`` (SASE+ runs).
-Run: ``python -m workers.matcher worker``.
+running; the deriver holds their events, or the merger over an unpartitioned stream),
+``situflow_partial_matches`` (SASE+ runs), and per unpartitioned query
+``situflow_merge_waiting_for`` (the batch number its merger waits for) and
+``situflow_merge_pending_batches`` (batches waiting for it). Run:
+``python -m workers.matcher worker``.
 """
 
+import os
+from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
+from prometheus_client.core import GaugeMetricFamily, Metric
+
 from situflow.errors import InputError
+from situflow.tpstream.batch_merger import MAX_PENDING
 from situflow.tpstream.situation_matcher import SituationMatcher
 from topics.catalog import dlq_topic, situations_topic
 from workers.app import ServiceConfig, run
 from workers.evaluation import EvaluatingService, Evaluation
 from workers.situation_matching import (
-    SituationBatch,
+    BatchMatcher,
+    SituationMessage,
     buffered_situations,
+    match_batch,
     match_situations,
+    over_situation_batches,
     over_situations,
     situation_matcher,
 )
 
 config = ServiceConfig.from_env("matcher")
 SITUATIONS = config.situations
+UNPARTITIONED = config.stream.unpartitioned
+MAX_PENDING_BATCHES = int(os.environ.get("SITUFLOW_MAX_PENDING_BATCHES", MAX_PENDING))
 # The table is not the fused matcher's "operators": its TPStream snapshots are another kind.
-service = EvaluatingService(config, ("tpstream", "sase"), "matchers", prepare=over_situations,
-                            inputs=(SITUATIONS,))
+service = EvaluatingService(
+    config, ("tpstream", "sase"), "matchers", inputs=(SITUATIONS,), events=not UNPARTITIONED,
+    prepare=partial(over_situation_batches, max_pending=MAX_PENDING_BATCHES) if UNPARTITIONED
+    else over_situations)
 app, queries, metrics = service.app, service.queries, service.metrics
 situations_dlq = service.topic(dlq_topic(situations_topic(name=SITUATIONS)).name)
 
@@ -61,24 +99,53 @@ async def evaluate(evaluation: Evaluation, event: Any) -> list[Any]:
 
 
 async def match(evaluation: Evaluation, event: Any) -> list[Any]:
-    """File one situation batch and send its matches; the deliveries."""
+    """File one situation message and send its matches; the deliveries."""
     try:
-        batch = SituationBatch.decode(event.value)
+        message = SituationMessage.decode(event.value)
     except InputError as exc:
         return [await service.dead_letter(event, exc.reason, situations_dlq)]
-    metrics.events_in(service.service, SITUATIONS).inc(len(batch.records))
-    if situation_matcher(evaluation.operators, batch) is None and \
-            await queries.catch_up(batch.registered_at):
+    records = len(message.records) if message.batch is None else len(message.batch.records)
+    metrics.events_in(service.service, SITUATIONS).inc(records)
+    if situation_matcher(evaluation.operators, message) is None and \
+            await queries.catch_up(message.registered_at):
         evaluation.sync(queries)
-    matches, error = service.run(batch.query, event, lambda: match_situations(
-        evaluation.operators, evaluation.positions, batch))
-    deliveries = await service.send_results(batch.query, batch.query_id, matches)
+    if message.batch is None:
+        matches, error = service.run(message.query, event, lambda: match_situations(
+            evaluation.operators, evaluation.positions, message))
+    else:
+        matches, error = service.run(message.query, event,
+                                     lambda: match_batch(evaluation.operators, message))
+    deliveries = await service.send_results(message.query, message.query_id, matches)
     if error:
         deliveries.append(await service.dead_letter(event, error, situations_dlq))
     return deliveries
 
 
+def merge_gauges() -> Iterator[Metric]:
+    """Per unpartitioned query: the batch its merger waits for and how many batches wait
+    (only where batches arrived: every partition has a merger per query, one is used)."""
+    waiting = GaugeMetricFamily("situflow_merge_waiting_for", "The situation batch number the "
+                                "merger of an unpartitioned query waits for",
+                                labels=["service", "query"])
+    pending = GaugeMetricFamily("situflow_merge_pending_batches", "Situation batches waiting in "
+                                "the merger of an unpartitioned query", labels=["service", "query"])
+    for _, evaluation in service.states.items():
+        for name, (_, operator) in evaluation.operators.items():
+            if isinstance(operator, BatchMatcher) and \
+                    (operator.started or operator.merger.pending):
+                waiting.add_metric([service.service, name], operator.merger.waiting_for)
+                pending.add_metric([service.service, name], len(operator.merger.pending))
+    yield waiting
+    yield pending
+
+
+class MergeCollector:
+    def collect(self) -> Iterator[Metric]:
+        return merge_gauges()
+
+
 service.evaluate_with(evaluate)
+metrics.registry.register(MergeCollector())
 metrics.buffered_situations.set_function(
     lambda: sum(buffered_situations(op) for op in service.operators()))
 metrics.open_situations.set_function(

@@ -12,13 +12,40 @@ state lives in memory and goes to the table at *checkpoints*:
 3. at a checkpoint of partition ``p`` (every ``SITUFLOW_CHECKPOINT_INTERVAL`` seconds, on a
    message or a tick of ``p``): every output of ``p`` is awaited until the broker has it, the
    state is written to the table (one changelog record), and only then are the held messages
-   acknowledged, so Faust may commit their offsets (it flushes the producer first).
+   acknowledged, so Faust may commit their offsets.
 
-After a crash the new owner restores the last checkpoint and the input is redelivered from the
-committed offset, which is never past the checkpoint: nothing is lost. Input between the commit
-and the checkpoint is already in the state; the service recognises it by the position the state
-records and skips it. Output sent after the checkpoint is sent again: consumers drop it by its
-deterministic id (at-least-once, ARCHITECTURE.md).
+**A checkpoint is a consistent pair: the state and, per input topic, the offset of the last
+message whose effect it holds**, as a Flink snapshot pairs state with source offsets. The
+worker that restores a checkpoint (its next owner after a crash or a rebalance, or the same
+worker after its agent restarts) resumes each input right after those offsets, whatever the
+group's committed offset says. The committed offset cannot be trusted: Faust acknowledges, and
+so commits, messages it never hands to the agent. Records fetched around a rebalance are
+dropped by its fetch loop (``getmany`` stops at a generation change or a stopped flow, and
+yields only active partitions) after the consumer's position has passed them; the next record
+it delivers is then later than the one before, and its drain loop records the offsets between
+as a *gap*, which its next commit fills in as acknowledged (``Consumer._add_gap``,
+``_new_offset``; observed under load: a worker took over a partition committed up to 507 with a
+checkpoint up to 509 and was first handed offset 629). Faust also skips *and acknowledges*
+messages of an older generation still queued after a rebalance. So the group can commit past
+input whose effect is in no checkpoint; a worker resuming there would lose that input and apply
+what follows to a state that misses it (a deriver once derived one situation over car events 6
+and 32). And a worker that lost its partitions can still write a checkpoint after the new
+owner's (nothing fences it without transactions). Messages are therefore applied to the state
+strictly in offset order, per input topic partition:
+
+- a message at or before the last offset applied is a *repeat* (the committed offset lagged
+  the checkpoint, or the consumer delivered it twice): not applied; acknowledged if the stored
+  checkpoint holds it;
+- the next offset is applied;
+- a later offset reveals a *gap*: it is never applied. The partition *rewinds*: it seeks the
+  consumer back to the next offset it needs and drops, seeking again, every later message
+  the consumer still delivers from before the seek, until that offset arrives. Input that
+  retention deleted before it was applied is skipped with an error in the log.
+
+So whatever checkpoint a worker restores, the latest or an older one, it applies the same input
+after it and reaches the same state; what it sends again consumers drop by result id or by
+position (at-least-once, ARCHITECTURE.md). Output that depends on timing rather than input (the
+K-slack idle flush) is checkpointed before it is sent (:mod:`workers.kslack`).
 
 Table writes go to the changelog partition of the *current* Faust event, so a checkpoint of
 ``p`` runs only while handling a message or a tick of partition ``p``. Ticks come from an
@@ -26,12 +53,27 @@ internal topic co-partitioned with the input (``<app>-ticks``): a service's time
 a partition of its own with work waiting (:meth:`PartitionStates.want_tick` keeps one on its
 way at a time), so idle partitions checkpoint and commit too. :meth:`PartitionStates.consume`
 is the agent loop all stateful services share.
+
+With ``SITUFLOW_PROCESSING_GUARANTEE=exactly_once`` (:mod:`workers.app`) the changelog record,
+the output and the input offsets of a partition go into the partition's Kafka transaction, and
+every checkpoint commits that transaction at once, so that no output of later input joins it:
+state, output and offsets become visible together, once, to consumers that read with
+``isolation.level=read_committed``. Faust commits the offsets acknowledged so far also on its
+own (every ``broker_commit_interval``), so ticks and repeats, too, are acknowledged only at the
+next checkpoint: any commit then holds exactly the checkpoints' effects. Offsets may skip
+(transaction markers, aborted records): within a generation a later offset is the next message,
+only the first message of a topic after a restore is checked against the checkpoint, and after a
+rewind the first message the consumer delivers at or before the one that revealed the gap is
+the next one. A zombie (a worker that lost its partitions) is fenced by the transactional id,
+which is the partition's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -39,16 +81,28 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
 import faust
+from aiokafka.errors import IllegalStateError
+from faust.transport.consumer import Consumer
+from faust.types import TP
+from faust.types.enums import ProcessingGuarantee
 
 S = TypeVar("S")
 
 #: Seconds between checkpoints of a partition; the bound on work redone after a crash.
 CHECKPOINT_INTERVAL = float(os.environ.get("SITUFLOW_CHECKPOINT_INTERVAL", "1.0"))
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass
 class _Partition(Generic[S]):
     state: S
+    stored: dict[str, int]  # per input topic: the last offset the table's checkpoint holds
+    applied: dict[str, int]  # ... the last offset applied to ``state``
+    covered: dict[str, int]  # ... the last offset the next checkpoint holds (held by the service)
+    rewinding: dict[str, int] = field(default_factory=dict)  # ... the offset that found a gap
+    running: set[str] = field(default_factory=set)  # topics applied from since the restore
+    positioned: bool = False  # whether the inputs were sought to the checkpoint's offsets
     held: list[Any] = field(default_factory=list)  # processed, not yet acknowledged events
     deliveries: list[Awaitable[Any]] = field(default_factory=list)  # sent, not yet awaited
     dirty: bool = False
@@ -73,36 +127,60 @@ class PartitionStates(Generic[S]):
         interval: float = CHECKPOINT_INTERVAL,
         observe: Callable[[int, int], None] | None = None,
     ) -> None:
+        self.app = app
         self.table = table
         self.load = load
         self.store = store
         self.interval = interval
         self.observe = observe  # told (partition, bytes) of every checkpoint written
+        # Transactions put markers between records: offsets skip (module doc).
+        self.exactly_once = app.conf.processing_guarantee is ProcessingGuarantee.EXACTLY_ONCE
         self._parts: dict[int, _Partition[S]] = {}
         self._tick_sent: dict[int, float] = {}  # monotonic time, per partition
         self._stream: Any = None  # the agent's stream, once consume() runs
+        self._inputs: list[str] = []  # its topics but the ticks
+        self._ticks: Any = None  # the ticks topic, once consume() runs
         self._generation = 0
         # (mode's stubs type receivers as a union of callables, which mypy cannot match)
         cast(Any, app.on_partitions_revoked).connect(self._forget)
-        cast(Any, app.on_partitions_assigned).connect(self._forget)
+        cast(Any, app.on_partitions_assigned).connect(self._assigned)
 
-    def _forget(self, sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
+    def _forget(self, *args: Any, **kwargs: Any) -> None:
         self._generation += 1
         self._parts.clear()
+
+    async def _assigned(self, sender: Any, assigned: set[TP], **kwargs: Any) -> None:
+        """Forget everything, and send each assigned partition a tick: the first one it
+        handles seeks its inputs to its checkpoint (:meth:`_position`), also when no input
+        comes after the group's committed offset to reveal that it passed the checkpoint."""
+        self._forget()
+        if self._ticks is None:
+            return
+        now = time.monotonic()
+        for tp in assigned:
+            if tp.topic == self._ticks.get_topic_name():
+                self._tick_sent[tp.partition] = now
+                await self._ticks.send(value=b"", partition=tp.partition)
 
     @property
     def generation(self) -> int:
         """Changes at every rebalance: work begun in an older generation must not be kept."""
         return self._generation
 
-    def get(self, partition: int) -> S:
-        """The partition's state: in memory, or else restored from the table's checkpoint."""
+    def _part(self, partition: int) -> _Partition[S]:
         part = self._parts.get(partition)
         if part is None:
             stored = self.table.get(str(partition))
-            state = self.load(None if stored is None else json.loads(stored))
-            part = self._parts[partition] = _Partition(state)
-        return part.state
+            value = None if stored is None else json.loads(stored)
+            state = self.load(None if value is None else value["state"])
+            offsets = {} if value is None else value["offsets"]
+            part = self._parts[partition] = _Partition(state, offsets, dict(offsets),
+                                                       dict(offsets))
+        return part
+
+    def get(self, partition: int) -> S:
+        """The partition's state: in memory, or else restored from the table's checkpoint."""
+        return self._part(partition).state
 
     def items(self) -> list[tuple[int, S]]:
         return [(p, part.state) for p, part in self._parts.items()]
@@ -110,23 +188,30 @@ class PartitionStates(Generic[S]):
     def changed(self, partition: int, state: S, event: Any | None = None,
                 deliveries: list[Awaitable[Any]] | None = None) -> None:
         """Record processing of ``partition``: its new state, the event to acknowledge at the
-        next checkpoint and the deliveries of the output sent for it."""
+        next checkpoint (its effect is in ``state``) and the deliveries of the output sent
+        for it."""
         part = self._parts.get(partition)
         if part is None:  # revoked while the event was processed: drop the work
             return
         part.state = state
         part.dirty = True
         if event is not None:
-            part.held.append(event)
+            self._hold(part, event)
         if deliveries:
             part.deliveries.extend(deliveries)
 
     def hold(self, partition: int, event: Any) -> None:
-        """An event of ``partition`` that changed nothing (a repeat): acknowledge it with the
-        next checkpoint, after the events before it."""
+        """An event of ``partition`` whose effect is in the state without changing it: the
+        next checkpoint holds it, and acknowledges it after the events before it."""
         part = self._parts.get(partition)
         if part is not None:
-            part.held.append(event)
+            self._hold(part, event)
+
+    @staticmethod
+    def _hold(part: _Partition[S], event: Any) -> None:
+        message = event.message
+        part.held.append(event)
+        part.covered[message.topic] = max(message.offset, part.covered.get(message.topic, -1))
 
     def want_tick(self, partition: int, now: float) -> bool:
         """Whether to send the partition a tick: none is on its way (or the last was sent a
@@ -159,24 +244,111 @@ class PartitionStates(Generic[S]):
         on_tick: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
         """The loop of a stateful service's agent over its input and ``ticks`` topics:
-        ``on_message`` handles an input message (and reports its effect through
-        :meth:`changed` or :meth:`hold`), ``on_tick`` a tick of a partition; a partition
-        checkpoints after either when it is due."""
+        ``on_message`` handles each input message to apply, in offset order (and reports its
+        effect through :meth:`changed` or :meth:`hold`), ``on_tick`` a tick of a partition;
+        a partition checkpoints after either when it is due."""
+        # A restarted agent (Faust restarts one that raised) starts from the checkpoints: the
+        # message that failed may have changed the state halfway.
+        self._forget()
         self._stream = stream.noack()  # acknowledged at checkpoints
+        self._inputs = [topic for topic in stream.channel.topics if topic != ticks]
+        self._ticks = self.app.topic(ticks, key_serializer="raw", value_serializer="raw")
         async for event in self._stream.events():
             partition = event.message.partition
             if event.message.topic == ticks:
                 self.tick_arrived(partition)
-                await self._stream.ack(event)
+                await self._position(partition)
+                await self._acknowledge(self._part(partition), event)
                 if on_tick is not None:
                     await on_tick(partition)
-            else:
+            elif await self._admit(event):
                 await on_message(event)
             if self.due(partition):
                 await self.checkpoint(partition)
 
+    async def _admit(self, event: Any) -> bool:
+        """Whether ``event`` is the next message of its topic partition, to apply; rewinds the
+        partition at a gap (module doc)."""
+        message = event.message
+        part = self._part(message.partition)
+        topic, offset = message.topic, message.offset
+        applied = part.applied.get(topic, -1)
+        if offset <= applied:  # a repeat
+            if offset <= part.stored.get(topic, -1):
+                await self._acknowledge(part, event)
+            return False
+        found = part.rewinding.get(topic)
+        skipped = False  # over transaction markers: only where the consumer cannot be stale
+        if self.exactly_once:
+            skipped = offset <= found if found is not None else topic in part.running
+        if offset == applied + 1 or skipped:
+            self._apply(part, topic, offset)
+            return True
+        generation = self._generation
+        if found is None:
+            part.rewinding[topic] = offset
+            logger.warning("%s[%d]: offset %d comes after %d, the last in the state; "
+                           "rewinding to %d", topic, message.partition, offset, applied,
+                           applied + 1)
+            first = (await self.app.consumer.earliest_offsets(message.tp))[message.tp]
+            if generation != self._generation:
+                return False
+            if first > applied + 1:
+                logger.warning("%s[%d]: offsets %d..%d were deleted before they were "
+                               "applied; resuming at %d", topic, message.partition,
+                               applied + 1, first - 1, first)
+                part.applied[topic] = applied = first - 1
+                if offset == first:
+                    self._apply(part, topic, offset)
+                    return True
+        await self._seek(message.tp, applied + 1, generation)
+        return False
+
+    async def _acknowledge(self, part: _Partition[S], event: Any) -> None:
+        """Acknowledge an event whose effect is stored (or that has none); with transactions
+        only at the next checkpoint, so that no commit takes the output of later input."""
+        if self.exactly_once:
+            part.held.append(event)
+        else:
+            await self._stream.ack(event)
+
+    @staticmethod
+    def _apply(part: _Partition[S], topic: str, offset: int) -> None:
+        part.rewinding.pop(topic, None)
+        part.running.add(topic)
+        part.applied[topic] = offset
+
+    async def _position(self, partition: int) -> None:
+        """Once after a restore: seek each input that no message has come from yet, and
+        whose consumer is past the checkpoint, back to the checkpoint's offset. The first
+        message from it is then checked as any (:meth:`_admit`)."""
+        part = self._part(partition)
+        if part.positioned:
+            return
+        part.positioned = True
+        generation = self._generation
+        for topic in self._inputs:
+            if topic in part.running or topic in part.rewinding:
+                continue
+            tp = TP(topic, partition)
+            position = await self.app.consumer.position(tp)
+            applied = part.applied.get(topic, -1)
+            if position is not None and position > applied + 1:
+                logger.info("%s[%d]: resuming at %d after the checkpoint, not at %d",
+                            topic, partition, applied + 1, position)
+                await self._seek(tp, applied + 1, generation)
+
+    async def _seek(self, tp: TP, offset: int, generation: int) -> None:
+        """Seek ``tp`` back to ``offset``, unless the partition was revoked meanwhile."""
+        if generation != self._generation:
+            return
+        # IllegalStateError: no longer assigned; its next owner restores the checkpoint
+        with contextlib.suppress(IllegalStateError):
+            await self.app.consumer.seek_wait({tp: offset})
+
     async def checkpoint(self, partition: int) -> None:
-        """Await the partition's output, store its state, acknowledge its held events.
+        """Await the partition's output, store its state with the offsets it holds,
+        acknowledge its held events (and commit them at once with transactions).
 
         Must run while Faust handles a message or tick *of this partition* (in :meth:`consume`).
         """
@@ -189,13 +361,22 @@ class PartitionStates(Generic[S]):
             await asyncio.gather(*deliveries)
         if generation != self._generation:
             return  # revoked meanwhile: the next owner redoes the work from the checkpoint
-        if part.dirty:
-            value = json.dumps(self.store(part.state), separators=(",", ":")).encode()
+        if part.dirty or part.covered != part.stored:
+            value = json.dumps({"state": self.store(part.state), "offsets": part.covered},
+                               separators=(",", ":")).encode()
             self.table[str(partition)] = value
+            part.stored = dict(part.covered)
             part.dirty = False
             if self.observe is not None:
                 self.observe(partition, len(value))
         held, part.held = part.held, []
+        if self.exactly_once and held:
+            # The changelog record into the transaction before any commit can take the acks.
+            await self.app.producer.flush()
         for event in held:
             await self._stream.ack(event)
+        if self.exactly_once and held:
+            # Not commit(): it returns without committing while the timer's commit runs.
+            consumer = cast(Consumer, self.app.consumer)
+            await consumer.force_commit({event.message.tp for event in held})
         part.checkpointed_at = time.monotonic()

@@ -8,7 +8,11 @@ the catalog's topics *before* any service subscribes (tansu would otherwise auto
 with its own partition count, and Faust would stop with PartitionsMismatch), then runs the
 services as child processes until Ctrl-C or SIGTERM, and stops everything: K-slack, then the
 deriver and the matcher (TPStream: kslack → deriver → situations → matcher, thesis §5.6.5;
-SASE+: kslack → matcher) and trends (COGRA), and with ``--archive`` the archiver.
+SASE+: kslack → matcher) and trends (COGRA), and with ``--archive`` the archiver. With
+``--unpartitioned`` the stream has no key attributes and runs TPStream queries only, partitioned
+or not (thesis §5.6.3: K-slack cuts the one global order into batches, derivers derive them in
+parallel, one matcher per query merges them; :mod:`workers.kslack`), so there is no trends
+service.
 
 Each child gets its own data directory, a free web port on 127.0.0.1 (``/metrics``,
 ``/health``) and a log file, and dies with the launcher's thread (``setpriv --pdeathsig``)
@@ -100,7 +104,8 @@ class Pipeline:
     ``situations.<stream>``), so that pipelines sharing a broker, as tests do, keep their
     queries and situations apart. ``query_file``, if given, is submitted to the registry before
     the services start. ``services`` defaults to K-slack plus the evaluating services of
-    ``query_file``'s language, or every service when there is no query file.
+    ``query_file``'s language, or every service when there is no query file (an unpartitioned
+    stream's: the deriver and the matcher).
     """
 
     stream: StreamSpec
@@ -118,8 +123,9 @@ class Pipeline:
     service_names: tuple[str, ...] = ()
     #: Also run the archiver (Parquet segments under ``<work_dir>/archive``).
     archive: bool = False
-    #: Workers per service, all in the service's consumer group (they share its partitions).
-    replicas: int = 1
+    #: Workers per service, all in the service's consumer group (they share its partitions);
+    #: a mapping gives some services other counts than 1.
+    replicas: int | dict[str, int] = 1
     #: The embedded broker to start when ``kafka`` is None and the environment names none.
     broker: EmbeddedBroker | None = None
     services: dict[str, ServiceProcess] = field(default_factory=dict, init=False)
@@ -132,7 +138,8 @@ class Pipeline:
         if self.situations_topic is None:
             self.situations_topic = f"{SITUATIONS}.{self.stream.name}"
         if not self.service_names:
-            evaluators = EVALUATORS[self.language][0] if self.query_file else EVALUATING
+            evaluators = EVALUATORS[self.language][0] if self.query_file else \
+                EVALUATORS["tpstream"][0] if self.stream.unpartitioned else EVALUATING
             self.service_names = ("kslack", *evaluators)
         if self.archive and "archiver" not in self.service_names:
             self.service_names = (*self.service_names, "archiver")
@@ -174,7 +181,9 @@ class Pipeline:
             if self.query_file is not None:
                 self.submit(self.query_file, self.query_name)
             for kind in self.service_names:
-                for replica in range(1, self.replicas + 1):
+                replicas = self.replicas if isinstance(self.replicas, int) else \
+                    self.replicas.get(kind, 1)
+                for replica in range(1, replicas + 1):
                     self.start_service(kind, kind if replica == 1 else f"{kind}-{replica}")
             self.wait_ready()
         except BaseException:
@@ -208,6 +217,7 @@ class Pipeline:
             "SITUFLOW_STREAM": self.stream.name,
             "SITUFLOW_TIME_FIELD": self.stream.time_field,
             "SITUFLOW_KEY_FIELDS": ",".join(self.stream.key_fields),
+            "SITUFLOW_UNPARTITIONED": "1" if self.stream.unpartitioned else "",
             "SITUFLOW_PARTITIONS": str(self.stream.partitions),
             "SITUFLOW_SLACK": str(self.slack),
             "SITUFLOW_IDLE_TIMEOUT": str(self.idle_timeout),
@@ -293,6 +303,9 @@ class Pipeline:
 
 
 def stream_of(args: argparse.Namespace) -> StreamSpec:
+    if args.unpartitioned:
+        return StreamSpec(args.stream, time_field=args.time_field, partitions=args.partitions,
+                          unpartitioned=True)
     return StreamSpec(args.stream, time_field=args.time_field, partitions=args.partitions,
                       key_fields=tuple(f for f in args.key_fields.split(",") if f))
 

@@ -89,6 +89,23 @@ class BatchMerger(EventDriven):
                 f"batches (up to {max(self.pending)}) wait; batch {batch.seq} cannot be buffered. "
                 "Check that the deriver of that batch runs, or raise max_pending")
         self.pending[batch.seq] = batch
+        return self._drain()
+
+    def start_at(self, seq: int) -> list[SituationRecord]:
+        """Merge from batch ``seq`` on instead of from batch 0, for a query that begins while
+        the stream runs (its batches before ``seq`` are never derived); only before any batch
+        is merged. Pending batches before ``seq`` are dropped (as duplicates); returns the
+        records of the pending batches from ``seq`` on that this completes."""
+        if self.next_seq or self.last_event is not None:
+            raise ValueError(f"the merger has merged batches already; it cannot start at {seq}")
+        for early in [s for s in self.pending if s < seq]:
+            del self.pending[early]
+            self.duplicates += 1
+        self.next_seq = seq
+        return self._drain()
+
+    def _drain(self) -> list[SituationRecord]:
+        """Merge the pending batches that come next."""
         out: list[SituationRecord] = []
         while self.next_seq in self.pending:
             try:

@@ -9,7 +9,7 @@ per key. A situation batch carries, as in the thesis:
 
 - ``seq``: its sequence number. [GAP, decided] The batcher (the one producer that slices the
   ordered stream) numbers batches 0, 1, 2, ... without gaps, so that the merger knows which one
-  comes next; an empty batch keeps its number.
+  comes next; an empty batch keeps its number. Where it cuts is :class:`EventSlicer`'s rule.
 - ``records``: the situation records of the fresh derivation, in stream order. The merger keeps
   them except in the part of a head that a situation ongoing before the batch reaches; their
   ``running`` records are kept wherever the events before the batch could make matching
@@ -120,6 +120,54 @@ class SituationBatch:
         if not isinstance(batch.seq, int) or len(seq) != len(ts):
             raise InputError("a situation batch's seq must be an integer and its head columnar")
         return batch
+
+
+@dataclass
+class EventSlicer:
+    """Where the batcher cuts the ordered stream into batches (thesis §5.6.3: "the producer
+    simply slices the incoming event stream into fixed-size batches").
+
+    A batch ends when it holds ``size`` events, or before an event more than ``span`` time
+    units after the batch's first event. Both rules read only the events, so slicing the same
+    ordered stream again (a restarted batcher replaying its input from a snapshot) cuts the same
+    batches; the span bounds how long an event waits for its batch to end when events are few.
+
+    >>> slicer = EventSlicer(size=3, span=10)
+    >>> slicer.cuts(np.array([1, 2, 3, 4, 20]))  # [1 2 3] [4] | 20 open
+    [3, 4]
+    >>> slicer.cuts(np.array([25, 31])), slicer.count  # [20 25] | 31 open
+    ([1], 1)
+    """
+
+    size: int
+    span: int
+    first: int = 0  # time of the open batch's first event
+    count: int = 0  # events in the open batch
+
+    def __post_init__(self) -> None:
+        if self.size < 1 or self.span < 0:
+            raise ValueError("a batch holds at least one event and spans no negative time")
+
+    def cuts(self, ts: np.ndarray) -> list[int]:
+        """The positions in ``ts`` (the times of the next events, non-decreasing) before which
+        a batch ends (0: the open batch ends before them); the rest stays open."""
+        out: list[int] = []
+        n, i = len(ts), 0
+        while i < n:
+            if not self.count:
+                self.first = int(ts[i])
+            fits = int(np.searchsorted(ts, self.first + self.span, side="right"))
+            end = max(i, min(i + self.size - self.count, fits))
+            if end >= n:
+                self.count += n - i
+                break
+            out.append(end)
+            self.count, i = 0, end
+        return out
+
+    def close(self) -> None:
+        """The open batch ends (nothing more comes for a while: an idle flush)."""
+        self.count = 0
 
 
 def derive_batch(query: TPStreamQuery, seq: int, events: EventBatch) -> SituationBatch:

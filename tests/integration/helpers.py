@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -32,6 +33,9 @@ Headers = list[tuple[str, bytes]]
 Message = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Headers | None]
 #: Larger than the JSON codec's 1 MiB limit, so that oversized events reach the services.
 MAX_REQUEST_BYTES = 4 << 20
+#: How the tests read topics: as consumers of services with transactions must (README).
+ISOLATION_LEVEL = "read_committed" if os.environ.get("SITUFLOW_PROCESSING_GUARANTEE") == \
+    "exactly_once" else "read_uncommitted"
 
 
 def unique_prefix() -> str:
@@ -111,7 +115,8 @@ async def read_topic(kafka: KafkaSettings, topic: str) -> list[ConsumerRecord[by
     """Every record now in ``topic`` (the services write one record per batch, so the
     broker's end offsets are exact; see test_broker.py)."""
     async with AIOKafkaConsumer(**kafka.client_kwargs(), enable_auto_commit=False,
-                                max_partition_fetch_bytes=MAX_REQUEST_BYTES) as consumer:
+                                max_partition_fetch_bytes=MAX_REQUEST_BYTES,
+                                isolation_level=ISOLATION_LEVEL) as consumer:
         await consumer.topics()  # loads the metadata partitions_for_topic reads
         partitions = [TopicPartition(topic, p)
                       for p in sorted(consumer.partitions_for_topic(topic) or ())]
@@ -182,18 +187,18 @@ async def record_count(kafka: KafkaSettings, topic: str) -> int:
 
 
 def wait_until_evaluated(pipeline: Pipeline, events: int, timeout: float = 120.0) -> None:
-    """Until K-slack has released ``events`` events, every other service has evaluated every
-    message the services sent to its inputs (in pipeline order, so the matcher waits for the
-    deriver's last situations), and every record a service counts as sent (output, dead
-    letter) is in its topic."""
+    """Until K-slack has released ``events`` events, every other service (all its workers
+    together) has evaluated every message the services sent to its inputs (in pipeline order,
+    so the matcher waits for the deriver's last situations), and every record a service counts
+    as sent (output, dead letter) is in its topic."""
     kafka, kslack = pipeline.kafka, pipeline.services["kslack"]
     assert kafka is not None
     wait_until(lambda: total(metrics(kslack), "situflow_events_out_total") >= events, timeout,
                f"K-slack to release all {events} events")
-    for name, service in pipeline.services.items():
-        if name != "kslack":
-            wait_until(lambda: caught_up(pipeline, service), timeout,  # noqa: B023 (runs now)
-                       f"{name} to evaluate every message of its inputs")
+    for kind in dict.fromkeys(s.kind for s in pipeline.services.values() if s.kind != "kslack"):
+        workers = [s for s in pipeline.services.values() if s.kind == kind]
+        wait_until(lambda: caught_up(pipeline, workers), timeout,  # noqa: B023 (runs now)
+                   f"{kind} to evaluate every message of its inputs")
     for name, service in pipeline.services.items():
         for sample, count in metrics(service).items():
             if sample.split("{")[0] in ("situflow_messages_out_total",
@@ -203,26 +208,23 @@ def wait_until_evaluated(pipeline: Pipeline, events: int, timeout: float = 120.0
                            timeout, f"the {count:.0f} records {name} sent to reach {topic}")
 
 
-def caught_up(pipeline: Pipeline, service: ServiceProcess) -> bool:
-    """Whether ``service`` has consumed every message the pipeline's services sent to its
-    inputs, and evaluated every message it consumed (not while a service is too busy to
-    answer a scrape)."""
+def caught_up(pipeline: Pipeline, workers: Sequence[ServiceProcess]) -> bool:
+    """Whether the ``workers`` of a service have together consumed every message the
+    pipeline's services sent to its inputs, and evaluated every message they consumed (not
+    while a service is too busy to answer a scrape)."""
     try:
         pages = {name: metrics(s) for name, s in pipeline.services.items()}
     except TimeoutError:
         return False
-    own = pages[service.name]
-    for topic in service.health().get("inputs", {}):
+    own = [pages[worker.name] for worker in workers]
+    topics = {topic for worker in workers for topic in worker.health().get("inputs", {})}
+    for topic in topics:
         sent = sum(total(page, "situflow_messages_out_total", topic=topic)
                    for page in pages.values())
-        if total(own, "situflow_messages_in_total", topic=topic) < sent:
+        if sum(total(page, "situflow_messages_in_total", topic=topic) for page in own) < sent:
             return False
-    return evaluated(service) >= total(own, "situflow_messages_in_total")
-
-
-def evaluated(service: ServiceProcess) -> float:
-    """How many input messages ``service`` has evaluated (observed the latency of)."""
-    return total(metrics(service), "situflow_processing_latency_seconds_count")
+    evaluated = sum(total(page, "situflow_processing_latency_seconds_count") for page in own)
+    return evaluated >= sum(total(page, "situflow_messages_in_total") for page in own)
 
 
 def sample_labels(sample: str) -> dict[str, str]:

@@ -30,7 +30,7 @@ from situflow.tpstream.situation_matcher import SituationMatcher
 from tests.integration.helpers import car_events, metrics, read_topic, total, wait_until
 from topics.catalog import SEQ_FIELD, StreamSpec, stream_topics
 from workers.settings import KafkaSettings
-from workers.situation_matching import SituationBatch, match_situations
+from workers.situation_matching import SituationMessage, match_situations
 from workers.up import REPO_ROOT, Pipeline
 
 pytestmark = pytest.mark.integration
@@ -86,7 +86,7 @@ def test_the_deriver_service_writes_the_core_derivers_records_and_they_match_as_
         expected_count = sum(map(len, expected_records.values()))
 
         def records_sent() -> int:
-            return sum(len(SituationBatch.decode(r.value).records)
+            return sum(len(SituationMessage.decode(r.value).records)
                        for r in asyncio.run(read_topic(kafka, topic)))
 
         wait_until(lambda: records_sent() >= expected_count, timeout=120,
@@ -98,7 +98,7 @@ def test_the_deriver_service_writes_the_core_derivers_records_and_they_match_as_
 
     got: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for record in sent:
-        batch = SituationBatch.decode(record.value)
+        batch = SituationMessage.decode(record.value)
         # The query is the registry's first record: registered at offset 0.
         assert (json.loads(record.key), batch.query, batch.query_id, batch.registered_at) == \
             (name, name, query.query_id, 0)
@@ -114,7 +114,7 @@ def test_the_deriver_service_writes_the_core_derivers_records_and_they_match_as_
         positions: dict[str, list[int]] = {}
         for record in [r for r in sent if r.partition == p] * 2:  # the second time: repeats
             matched += match_situations(operators, positions,  # type: ignore[arg-type]
-                                        SituationBatch.decode(record.value))
+                                        SituationMessage.decode(record.value))
     assert sorted(m.result_id for m in matched) == sorted(m.result_id for m in fused)
     assert sorted(json.dumps(m.to_dict(), sort_keys=True) for m in matched) == \
         sorted(json.dumps(m.to_dict(), sort_keys=True) for m in fused)

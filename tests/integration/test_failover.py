@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.structs import ConsumerRecord
 
+from situflow.codecs.arrow_events import decode_batch, events_from_batch
 from tests.integration.helpers import (
     arrival_order,
     car_events,
@@ -26,10 +29,14 @@ from tests.integration.helpers import (
     metrics,
     oracle,
     produce,
+    read_topic,
     total,
     wait_until,
+    wait_until_evaluated,
 )
-from topics.catalog import StreamSpec, stream_topics
+from topics.catalog import SEQ_FIELD, StreamSpec, stream_topics
+from workers.app import MAX_STATE_BYTES
+from workers.partitions import CHECKPOINT_INTERVAL
 from workers.settings import KafkaSettings
 from workers.up import REPO_ROOT, Pipeline, ServiceProcess
 
@@ -95,3 +102,72 @@ def test_a_killed_worker_loses_no_result_and_its_partitions_move_to_the_survivor
                    "every expected result")
         time.sleep(2.0)  # room for a wrong extra result to show up
         assert deduplicated_results(kafka, topic) == expected
+
+
+def test_services_that_restore_an_older_checkpoint_read_their_input_again_from_it(
+    kafka: KafkaSettings, topic_prefix: str, tmp_path: Path
+) -> None:
+    """K-slack, deriver and matcher restart on a checkpoint older than their group's committed
+    offsets: one that a worker which had lost the partitions wrote after the new owner's (a
+    "zombie"), as the group could also have committed messages Faust skipped."""
+    stream = StreamSpec(f"{topic_prefix}.cars", partitions=PARTITIONS, key_fields=("car_id",))
+    with Pipeline(stream, QUERY, slack=SLACK, idle_timeout=1.0, kafka=kafka,
+                  work_dir=tmp_path / "pipeline", name=f"{topic_prefix}-aggressive") as pipeline:
+        events = car_events(EVENTS, CARS, SEED)
+        expected = oracle(QUERY, events, pipeline.query_name, tmp_path)
+        # Three parts by event time, so that no event is late after K-slack flushed the part
+        # before when its input paused.
+        end = events[-1]["ts"] + 1
+        parts = [[keyed(e, stream.key_fields) for e in arrival_order(
+            [e for e in events if i * end <= 3 * e["ts"] < (i + 1) * end], SLACK, SEED)]
+            for i in range(3)]
+        raw, ordered = (spec.name for spec in stream_topics(stream)[:2])
+        changelogs = [f"situflow-{name}-{stream.name}-{table}-changelog" for name, table in
+                      (("kslack", "buffers"), ("deriver", "derivers"), ("matcher", "matchers"))]
+
+        def checkpoints() -> list[ConsumerRecord[bytes, bytes]]:
+            """The last checkpoint of every partition of every service."""
+            time.sleep(2 * CHECKPOINT_INTERVAL)  # the ticks of idle partitions checkpoint them
+            latest = {(r.topic, r.partition): r for topic in changelogs
+                      for r in asyncio.run(read_topic(kafka, topic))}
+            return list(latest.values())
+
+        asyncio.run(produce(kafka, raw, parts[0]))
+        wait_until_evaluated(pipeline, len(parts[0]))
+        older = checkpoints()
+        asyncio.run(produce(kafka, raw, parts[1]))
+        wait_until_evaluated(pipeline, len(parts[0]) + len(parts[1]))
+        assert checkpoints() != older, "the services should have checkpointed part 1"
+        for service in pipeline.services.values():
+            service.process.terminate()
+            service.process.wait()
+        asyncio.run(write(kafka, older))  # after the newer ones: what the restarts restore
+        asyncio.run(produce(kafka, raw, parts[2]))
+        for name in list(pipeline.services):
+            pipeline.start_service(name)
+        pipeline.wait_ready()
+
+        topic = pipeline.output_topic
+        wait_until(lambda: expected.keys() <= deduplicated_results(kafka, topic).keys(), 90,
+                   "every expected result")
+        time.sleep(2.0)  # room for a wrong extra result to show up
+        assert deduplicated_results(kafka, topic) == expected
+
+        # What K-slack read again it sent again, each event with the same position (partition,
+        # sequence number), which downstream recognises repeats by.
+        sequenced: dict[tuple[int, int], dict[str, Any]] = {}
+        for record in asyncio.run(read_topic(kafka, ordered)):
+            for event in events_from_batch(decode_batch(record.value)):
+                position = (record.partition, event.pop(SEQ_FIELD))
+                assert sequenced.setdefault(position, event) == event, \
+                    f"{position} sent with two events"
+        by_time = lambda e: (e["car_id"], e["ts"])  # noqa: E731
+        assert sorted(sequenced.values(), key=by_time) == sorted(events, key=by_time)
+
+
+async def write(kafka: KafkaSettings, records: list[ConsumerRecord[bytes, bytes]]) -> None:
+    """Append ``records`` again, each to its own topic partition."""
+    async with AIOKafkaProducer(**kafka.client_kwargs(), max_request_size=MAX_STATE_BYTES) \
+            as producer:
+        for r in records:
+            await producer.send_and_wait(r.topic, r.value, key=r.key, partition=r.partition)

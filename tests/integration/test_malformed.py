@@ -227,10 +227,10 @@ def batch(query: str, query_id: str, records: Any, **fields: Any) -> bytes:
 SITUATION_KINDS: dict[str, tuple[Callable[[str, str, int], bytes | None], str]] = {
     "bad JSON": (lambda q, i, n: b'{"query": "' + q.encode(), "invalid JSON"),
     "tombstone": (lambda q, i, n: None, "empty message"),
-    "array": (lambda q, i, n: json_bytes([q, i]), "a situation batch is a JSON object"),
+    "array": (lambda q, i, n: json_bytes([q, i]), "a situation message is a JSON object"),
     "no query id": (lambda q, i, n: json_bytes({"query": q, "registered_at": 0, "records": []}),
-                    "a situation batch is a JSON object"),
-    "records no list": (lambda q, i, n: batch(q, i, {"A": 1}), "a situation batch is a JSON object"),
+                    "a situation message is a JSON object"),
+    "records no list": (lambda q, i, n: batch(q, i, {"A": 1}), "a situation message is a JSON object"),
     "record no object": (lambda q, i, n: batch(q, i, [[1, 2]]),
                          "a situation record must be a JSON object"),
     "record without seq": (lambda q, i, n: batch(q, i, [situation_record(n, without="seq")]),

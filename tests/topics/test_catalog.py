@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from topics.catalog import (
+    BATCH_SEQ_HEADER,
     DLQ_RETENTION_MS,
     QUERIES,
     SITUATIONS,
@@ -14,6 +15,7 @@ from topics.catalog import (
     StreamSpec,
     TopicRole,
     TopicSpec,
+    situations_partition,
 )
 
 CATALOG = Catalog(
@@ -118,3 +120,27 @@ def test_streams_are_found_by_name() -> None:
     assert CATALOG.stream("cars").time_field == "time"
     with pytest.raises(KeyError, match="no stream 'bikes'"):
         CATALOG.stream("bikes")
+
+
+def test_an_unpartitioned_stream_has_one_input_partition_and_spreads_its_batches() -> None:
+    """Its one global order needs one ordering point; the batches cut from it are spread over
+    the ordered partitions for the derivers (thesis §5.6.3/§5.6.5)."""
+    stream = StreamSpec("sensors", partitions=6, unpartitioned=True)
+    topics = by_name(Catalog(streams=(stream,)))
+    assert {name: topics[name].partitions for name in
+            ("sensors", "sensors.ordered", "sensors.late", "sensors.dlq")} == {
+        "sensors": 1, "sensors.ordered": 6, "sensors.late": 1, "sensors.dlq": 1}
+    assert topics["sensors.ordered"].value.content_types == ("application/vnd.apache.arrow.stream",)
+    assert BATCH_SEQ_HEADER in topics["sensors.ordered"].value.description
+    assert "one global order" in topics["sensors"].key.description
+
+
+def test_an_unpartitioned_stream_has_no_key_attributes() -> None:
+    with pytest.raises(ValueError, match="an unpartitioned stream has no key attributes"):
+        StreamSpec("sensors", key_fields=("car",), unpartitioned=True)
+
+
+def test_each_unpartitioned_query_s_situation_batches_go_to_one_partition() -> None:
+    """The same in every process (not Python's salted hash), spread over the partitions."""
+    assert situations_partition("aggressive", 4) == situations_partition("aggressive", 4) < 4
+    assert len({situations_partition(f"q{i}", 4) for i in range(20)}) == 4

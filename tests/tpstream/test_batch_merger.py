@@ -139,3 +139,17 @@ def test_an_empty_batch_keeps_its_number():
     merger = BatchMerger(q)
     out = merger.push(replace(b1, seq=2)) + merger.push(through_json(empty)) + merger.push(b0)
     assert [json.loads(json.dumps(r.to_dict("q"))) for r in out] == derive(q, events[:8], 8)
+
+
+def test_a_merger_started_at_a_later_batch_drops_the_earlier_ones_and_derives_from_there():
+    """A query registered while the stream runs begins at some batch: merged from there on, its
+    records are those of sequential derivation over the events from that batch on."""
+    q, (b0, b1, b2, b3), events = at14_batches()
+    merger = BatchMerger(q)
+    assert merger.push(b3) == [] and merger.push(b1) == []
+    out = merger.start_at(2) + merger.push(b2)
+    shifted = [{**r, "seq": r["seq"] + 8, "id": None} for r in derive(q, events[8:], 8)]
+    assert [{**r.to_dict("q"), "id": None} for r in out] == shifted
+    assert (merger.waiting_for, merger.duplicates, merger.push(b0)) == (4, 1, [])
+    with pytest.raises(ValueError, match="cannot start at 0"):
+        merger.start_at(0)

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from situflow.errors import InputError
 from situflow.tpstream.batch_merger import BatchMerger
 from situflow.tpstream.records import FINISHED, RUNNING, STARTED
-from situflow.tpstream.situation_batches import SituationBatch, derive_batch
+from situflow.tpstream.situation_batches import EventSlicer, SituationBatch, derive_batch
 from tests.tpstream.harness import query
 from tests.tpstream.test_split import batches, derive
 
@@ -136,3 +139,30 @@ def test_a_malformed_batch_is_an_input_error(change, reason):
     change(value)
     with pytest.raises(InputError, match=reason):
         SituationBatch.from_dict(value)
+
+
+def slice_all(slicer: EventSlicer, times: list[int], pieces: list[int]) -> list[int]:
+    """The positions in ``times`` where batches end, feeding it in ``pieces`` (split points)."""
+    ends, done = [], 0
+    for stop in [*sorted(set(pieces)), len(times)]:
+        ends += [done + c for c in slicer.cuts(np.array(times[done:stop], np.int64))]
+        done = stop
+    return ends
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=60), st.integers(1, 8), st.integers(0, 6),
+       st.data())
+def test_the_batcher_cuts_the_same_batches_however_the_stream_comes(gaps, size, span, data):
+    """Cuts depend on the events only (a restarted batcher, fed the replay in other pieces,
+    numbers the same batches), and every batch keeps to its size and span."""
+    times = np.cumsum(gaps).tolist()
+    pieces = data.draw(st.lists(st.integers(0, len(times)), max_size=6))
+    ends = slice_all(EventSlicer(size, span), times, pieces)
+    assert ends == slice_all(EventSlicer(size, span), times, [])
+    for start, stop in zip([0, *ends], [*ends, len(times)], strict=True):
+        batch = times[start:stop]
+        assert 0 < len(batch) <= size and batch[-1] - batch[0] <= span
+    for end in ends:  # each cut was needed: the batch was full or the next event too late
+        first = times[max([0, *(e for e in ends if e < end)])]
+        assert end - max([0, *(e for e in ends if e < end)]) == size or times[end] - first > span
