@@ -16,16 +16,18 @@ broker (generated cars):
 - p50/p99 latency at a fixed offered load (Arrow batches every 20 ms at ``--rate`` events/s),
   from producing the event that *releases* a result's emitting event from K-slack (the car's
   next event, with K = 0) to a consumer reading the result from ``matches.<query>``. The wait
-  for that next event is the K-slack contract, not processing, so it is left out. With it,
-  each service's mean message age when it is done with a message (from the message's Kafka
-  timestamp: the time on the broker, in the consumer and in processing);
+  for that next event is the K-slack contract, not processing, so it is left out; so are the
+  results of the first ``--warmup`` seconds (numba kernels load once). With it, each
+  service's message age when it is done with a message, mean and 99th percentile (from the
+  message's Kafka timestamp: the time on the broker, in the consumer and in processing);
 - where the deriver's and the matcher's time goes: each step of their message path, timed in
   this process on ordered Arrow messages, in ns per event.
 
 All services, the broker and this process share the machine's cores, so the rates are lower
 than one service alone on a core would reach.
 
-    python bench/pipeline.py [--events 1000000] [--json-events 100000] [--cars 1000] [--rate 20000]
+    PYTHONPATH=. python bench/pipeline.py [--events 1000000] [--json-events 100000]
+        [--cars 1000] [--rate 20000] [--seconds 45] [--warmup 5] [--latency-only]
 """
 
 from __future__ import annotations
@@ -263,8 +265,10 @@ def end_to_end(kafka: KafkaSettings, messages: Messages, events: int, arrow: boo
 
 
 async def latency(kafka: KafkaSettings, running: Pipeline, columns: dict[str, np.ndarray],
-                  rate: int, seconds: float) -> list[float]:
-    """Seconds from producing each result's releasing event to reading the result."""
+                  rate: int, seconds: float, warmup: float) -> list[float]:
+    """Seconds from producing each result's releasing event to reading the result, for the
+    events sent after the first ``warmup`` seconds (the services' first batches and matches
+    load numba kernels: seconds once, which is no steady state)."""
     raw = stream_topics(running.stream)[0].name
     partitions = running.stream.partitions
     tick = 0.02
@@ -296,7 +300,8 @@ async def latency(kafka: KafkaSettings, running: Pipeline, columns: dict[str, np
     await asyncio.sleep(3.0)
     reader.cancel()
     # The releasing event of a result emitted at t is the car's next event, at t + 1 (K = 0).
-    return [when - sent_at[t + 1] for t, when in arrived if t + 1 in sent_at]
+    return [when - sent_at[t + 1] for t, when in arrived
+            if t + 1 in sent_at and sent_at[t + 1] >= started + warmup]
 
 
 def message_path(columns: dict[str, np.ndarray], partitions: int,
@@ -340,6 +345,34 @@ def message_path(columns: dict[str, np.ndarray], partitions: int,
     return {step: seconds / events * 1e9 for step, seconds in spent.items()}
 
 
+def message_ages(service: ServiceProcess) -> tuple[float, float]:
+    """The service's mean message age when it is done with a message, and the upper bound of
+    the histogram bucket that holds the 99th percentile, in seconds."""
+    page = samples(service)
+    count = total(page, "situflow_processing_latency_seconds_count")
+    buckets = sorted((float(s.labels["le"]), s.value) for s in page
+                     if s.name == "situflow_processing_latency_seconds_bucket")
+    p99 = next((le for le, below in buckets if below >= 0.99 * count), float("inf"))
+    return total(page, "situflow_processing_latency_seconds_sum") / max(1.0, count), p99
+
+
+def report_latency(kafka: KafkaSettings, columns: dict[str, np.ndarray],
+                   args: argparse.Namespace) -> None:
+    with pipeline(kafka, "latency", args.partitions, slack=0) as running:
+        waits = asyncio.run(latency(kafka, running, columns, args.rate, args.seconds,
+                                    args.warmup))
+        ages = {name: message_ages(s) for name, s in running.services.items()}
+    if waits:
+        p50, p99 = np.percentile(waits, [50, 99]) * 1000
+        print(f"latency at {args.rate:,} events/s ({len(waits)} results after a "
+              f"{args.warmup:g} s warm-up): p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    else:
+        print("latency: no result arrived")
+    print("  message age when processed, mean (p99 at most): " +
+          ", ".join(f"{name} {mean * 1000:.1f} ms ({p99 * 1000:g} ms)"
+                    for name, (mean, p99) in ages.items()))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--events", type=int, default=1_000_000)
@@ -348,47 +381,43 @@ def main() -> None:
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--arrow-batch", type=int, default=5_000)
     p.add_argument("--rate", type=int, default=20_000)
-    p.add_argument("--seconds", type=float, default=15.0)
+    p.add_argument("--seconds", type=float, default=45.0)
+    p.add_argument("--warmup", type=float, default=5.0)
+    p.add_argument("--latency-only", action="store_true",
+                   help="measure only the latency and the message path")
     args = p.parse_args()
     columns = car_columns(args.events, args.cars, seed=7)
     arrow = arrow_messages(columns, args.partitions, args.arrow_batch)
     with EmbeddedBroker() as broker:
         kafka = KafkaSettings(broker.bootstrap_servers)
-        limit = asyncio.run(raw_limit(kafka, arrow, args.events, args.partitions))
-        print(f"raw aiokafka produce->consume, Arrow messages  {limit:12,.0f} events/s")
-        rate, rates, state = end_to_end(kafka, arrow, args.events, True, args.partitions)
-        print(f"services end to end, Arrow batches            {rate:12,.0f} events/s "
-              f"({rate / limit:.3f} of raw)")
-        for name, value in rates.items():
-            print(f"  {name:<8} while busy                       {value:12,.0f} events/s, "
-                  f"checkpoints up to {state[name] / 1e3:,.0f} kB")
-        for name, value in one_at_a_time(kafka, arrow, args.events, args.partitions).items():
-            print(f"  {name:<8} alone, Arrow batches             {value:12,.0f} events/s")
-        json_columns = car_columns(args.json_events, args.cars, seed=7)
-        json_rate, json_rates, _ = end_to_end(kafka, json_messages(json_columns, args.partitions),
-                                              args.json_events, False, args.partitions)
-        print(f"services end to end, JSON per event           {json_rate:12,.0f} events/s "
-              f"({json_rate / limit:.3f} of raw)")
-        for name, value in json_rates.items():
-            print(f"  {name:<8} while busy                       {value:12,.0f} events/s")
-        with pipeline(kafka, "latency", args.partitions, slack=0) as running:
-            waits = asyncio.run(latency(kafka, running, columns, args.rate, args.seconds))
-            ages = {name: counter(s, "situflow_processing_latency_seconds_sum") /
-                    max(1.0, counter(s, "situflow_processing_latency_seconds_count"))
-                    for name, s in running.services.items()}
-        if waits:
-            p50, p99 = np.percentile(waits, [50, 99]) * 1000
-            print(f"latency at {args.rate:,} events/s ({len(waits)} results): "
-                  f"p50 {p50:.1f} ms, p99 {p99:.1f} ms")
-        else:
-            print("latency: no result arrived")
-        print("  mean message age when processed: " +
-              ", ".join(f"{name} {age * 1000:.1f} ms" for name, age in ages.items()))
+        if not args.latency_only:
+            throughput(kafka, arrow, args)
+        report_latency(kafka, columns, args)
     path = message_path(columns, args.partitions, args.arrow_batch)
     print("message path in process, ns/event: " +
           ", ".join(f"{step} {ns:.0f}" for step, ns in path.items()))
     print(f"  deriver {sum(path[step] for step in DERIVER_STEPS):.0f}, "
           f"matcher {sum(path[step] for step in MATCHER_STEPS):.0f}")
+
+
+def throughput(kafka: KafkaSettings, arrow: Messages, args: argparse.Namespace) -> None:
+    limit = asyncio.run(raw_limit(kafka, arrow, args.events, args.partitions))
+    print(f"raw aiokafka produce->consume, Arrow messages  {limit:12,.0f} events/s")
+    rate, rates, state = end_to_end(kafka, arrow, args.events, True, args.partitions)
+    print(f"services end to end, Arrow batches            {rate:12,.0f} events/s "
+          f"({rate / limit:.3f} of raw)")
+    for name, value in rates.items():
+        print(f"  {name:<8} while busy                       {value:12,.0f} events/s, "
+              f"checkpoints up to {state[name] / 1e3:,.0f} kB")
+    for name, value in one_at_a_time(kafka, arrow, args.events, args.partitions).items():
+        print(f"  {name:<8} alone, Arrow batches             {value:12,.0f} events/s")
+    json_columns = car_columns(args.json_events, args.cars, seed=7)
+    json_rate, json_rates, _ = end_to_end(kafka, json_messages(json_columns, args.partitions),
+                                          args.json_events, False, args.partitions)
+    print(f"services end to end, JSON per event           {json_rate:12,.0f} events/s "
+          f"({json_rate / limit:.3f} of raw)")
+    for name, value in json_rates.items():
+        print(f"  {name:<8} while busy                       {value:12,.0f} events/s")
 
 
 if __name__ == "__main__":

@@ -308,10 +308,10 @@ def situations_topic(
         TopicRole.SITUATIONS,
         key=MessageSchema("the query name as a JSON string"),
         value=MessageSchema(
-            "JSON object {query, query_id, registered_at, records: [...]} "
-            "(workers.situation_matching.SituationMessage); a record: query, key, situation, "
-            "kind (started|running|finished), ts, te (null while open), at, seq, aggregate "
-            "values, id (deterministic). An unpartitioned stream's: {query, query_id, "
+            "JSON object {query, query_id, registered_at, rows: [...]} "
+            "(workers.situation_matching.SituationMessage); a record is a row [kind "
+            "(started|running|finished), key, situation, ts, te (null while open), at, seq, "
+            "aggregate values]. An unpartitioned stream's: {query, query_id, "
             "registered_at, starts, batch: {seq, query_id, records, head, tail, span}} "
             "(situflow.tpstream.situation_batches.SituationBatch)"
         ),

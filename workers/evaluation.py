@@ -51,6 +51,7 @@ from typing import Any
 import faust
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from situflow.codecs import arrow_events
 from situflow.codecs.json_events import decode_event
@@ -250,22 +251,83 @@ def decode_ordered(event: Any, stream: StreamSpec) -> pa.RecordBatch:
 def fresh_rows(positions: dict[str, list[int]], batch: pa.RecordBatch,
                stream: StreamSpec) -> pa.RecordBatch:
     """The rows after their key's position (a redelivery repeats the others); moves the
-    positions on."""
-    try:
-        keys = zip(*(batch.column(f).to_pylist() for f in stream.key_fields), strict=True)
-    except KeyError as exc:
-        raise InputError(f"missing partition attribute {exc}") from None
-    times = batch.column(stream.time_field).to_pylist()
-    seqs = batch.column(SEQ_FIELD).to_pylist()
-    keep = np.ones(batch.num_rows, dtype=bool)
-    for row, (key, ts, seq) in enumerate(zip(keys, times, seqs, strict=True)):
-        name = repr(key)
-        last = positions.get(name)
-        if last is not None and [ts, seq] <= last:
-            keep[row] = False
-        else:
-            positions[name] = [ts, seq]
+    positions on.
+
+    Taken row by row, a row is fresh when its (time, seq) is after its key's position, which
+    it then becomes: so a row is fresh exactly when it is after its key's position and after
+    every earlier row of its key. That is a running maximum per key, computed for all rows at
+    once; the Python work is per key (its name and position), not per row."""
+    if not batch.num_rows:
+        return batch
+    names, group = key_groups(batch, stream.key_fields)
+    ts, seq = (integer_column(batch, name) for name in (stream.time_field, SEQ_FIELD))
+    stored = [(g, last) for g, last in enumerate(map(positions.get, names)) if last is not None]
+    known = len(stored)
+    last_positions = np.array([last for _, last in stored], dtype=np.int64).reshape(known, 2)
+    # Each key's position goes before its rows, so that its running maximum starts there.
+    all_group = np.concatenate([np.array([g for g, _ in stored], dtype=np.int64), group])
+    all_ts = np.concatenate([last_positions[:, 0], ts])
+    all_seq = np.concatenate([last_positions[:, 1], seq])
+    # (time, seq) pairs as one rank each, equal pairs equal ranks.
+    order = np.lexsort((all_seq, all_ts))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.cumsum((np.diff(all_ts[order], prepend=all_ts[order[0]]) != 0) |
+                            (np.diff(all_seq[order], prepend=all_seq[order[0]]) != 0))
+    # Offset by its key's number, a rank exceeds every rank of the keys before it, so one
+    # running maximum in key-major order (rows in batch order) restarts at each key.
+    by_key = np.argsort(all_group, kind="stable")
+    keys = all_group[by_key]
+    value = keys * (int(rank[order[-1]]) + 1) + rank[by_key]
+    before = np.empty_like(value)
+    before[0], before[1:] = -1, np.maximum.accumulate(value)[:-1]
+    fresh = np.flatnonzero((value > before) & (by_key >= known))  # rows only, not positions
+    rows = by_key[fresh] - known
+    keep = np.zeros(batch.num_rows, dtype=bool)
+    keep[rows] = True
+    # A key's last fresh row is its new position.
+    lasts = rows[np.diff(keys[fresh], append=-1) != 0]
+    for row, t, s in zip(lasts.tolist(), ts[lasts].tolist(), seq[lasts].tolist(), strict=True):
+        positions[names[group[row]]] = [t, s]
     return batch if keep.all() else batch.filter(pa.array(keep))
+
+
+def key_groups(batch: pa.RecordBatch, fields: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """The batch's keys, each named by ``repr`` of the tuple of its values (as positions are
+    checkpointed), and each row's key number (keys numbered in order of first row). Values
+    with one ``repr`` are one key value."""
+    group = np.zeros(batch.num_rows, dtype=np.int64)
+    values: list[tuple[list[Any], np.ndarray]] = []
+    for name in fields:
+        try:
+            column = batch.column(name)
+        except KeyError:
+            raise InputError(f"missing partition attribute {name!r}") from None
+        try:
+            encoded = pc.dictionary_encode(column, null_encoding="encode")
+            distinct, indices = encoded.dictionary.to_pylist(), encoded.indices.to_numpy()
+        except pa.ArrowNotImplementedError:  # nested values: each row is its own entry
+            distinct, indices = column.to_pylist(), np.arange(batch.num_rows)
+        by_repr: dict[str, int] = {}
+        same = np.array([by_repr.setdefault(repr(v), i) for i, v in enumerate(distinct)],
+                        dtype=np.int64)
+        if values or len(by_repr) < len(distinct):  # (NaNs Arrow tells apart are one "nan")
+            # Numbered densely again, in order of first row, so that no product overflows.
+            combined = pc.dictionary_encode(pa.array(group * len(distinct) + same[indices]))
+            group = combined.indices.to_numpy().astype(np.int64)
+        else:
+            group = indices.astype(np.int64)
+        values.append((distinct, indices))
+    firsts = np.flatnonzero(np.diff(np.maximum.accumulate(group), prepend=-1) > 0)
+    at_firsts = [[distinct[i] for i in indices[firsts].tolist()] for distinct, indices in values]
+    names = [repr(key) for key in zip(*at_firsts, strict=True)]
+    return names, group
+
+
+def integer_column(batch: pa.RecordBatch, name: str) -> np.ndarray:
+    column = batch.column(name)
+    if not pa.types.is_integer(column.type) or column.null_count:
+        raise InputError(f"{name!r} must be integers without nulls, not {column.type}")
+    return np.asarray(column.to_numpy(), dtype=np.int64)
 
 
 class EvaluatingService:

@@ -173,8 +173,9 @@ class SituationMessage:
     """One message of the situations topic: what one query derived from one ordered message.
 
     Over a partitioned stream, its situation records in stream order (``records``); the value
-    is ``{"query", "query_id", "registered_at", "records"}`` with records as
-    :meth:`SituationRecord.to_dict` gives them. Over an unpartitioned stream, the batch's
+    is ``{"query", "query_id", "registered_at", "rows"}``, a record as the positional row of
+    :meth:`SituationRecord.to_row` (named fields and a record id per record made encoding and
+    decoding cost more than deriving and matching). Over an unpartitioned stream, the batch's
     situation batch (``batch``) and whether the query begins at it (``starts``); the value is
     ``{"query", "query_id", "registered_at", "starts", "batch"}`` with
     :meth:`SituationBatch.to_dict`.
@@ -191,7 +192,7 @@ class SituationMessage:
         value: dict[str, Any] = {"query": self.query, "query_id": self.query_id,
                                  "registered_at": self.registered_at}
         if self.batch is None:
-            value["records"] = [r.to_dict(self.query) for r in self.records]
+            value["rows"] = [r.to_row() for r in self.records]
         else:
             value["starts"] = self.starts
             value["batch"] = self.batch.to_dict()
@@ -209,17 +210,17 @@ class SituationMessage:
         if not isinstance(message, dict) or not isinstance(message.get("query"), str) or \
                 not isinstance(message.get("query_id"), str) or \
                 type(message.get("registered_at")) is not int or \
-                not (isinstance(message.get("records"), list) or
+                not (isinstance(message.get("rows"), list) or
                      (isinstance(message.get("batch"), dict) and
                       type(message.get("starts")) is bool)):
             raise InputError("a situation message is a JSON object {query, query_id, "
-                             "registered_at (integer), records: [...]} or {query, query_id, "
+                             "registered_at (integer), rows: [...]} or {query, query_id, "
                              "registered_at, starts (boolean), batch: {...}}")
         head = message["query"], message["query_id"], message["registered_at"]
         if "batch" in message:
             return cls(*head, batch=SituationBatch.from_dict(message["batch"]),
                        starts=message["starts"])
-        return cls(*head, [SituationRecord.from_dict(r) for r in message["records"]])
+        return cls(*head, [SituationRecord.from_row(r) for r in message["rows"]])
 
 
 def derived_for(registered_at: int, registry_before: int, registry: int) -> tuple[bool, bool]:
@@ -251,10 +252,9 @@ def fresh_steps(positions: dict[str, list[int]], query: str,
                 records: list[SituationRecord]) -> list[SituationRecord]:
     """The steps after their key's position (per query), whole; moves the positions on."""
     fresh: list[SituationRecord] = []
-    for _, group in groupby(records, key=lambda r: (json.dumps(r.key), r.seq, r.at)):
-        step = list(group)
-        name = f"{query}\x00{json.dumps(step[0].key)}"
-        position, last = [step[0].at, step[0].seq], positions.get(name)
+    for (key, seq, at), step in groupby(records, key=lambda r: (json.dumps(r.key), r.seq, r.at)):
+        name = f"{query}\x00{key}"
+        position, last = [at, seq], positions.get(name)
         if last is None or position > last:
             positions[name] = position
             fresh += step

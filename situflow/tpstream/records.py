@@ -62,7 +62,8 @@ class SituationRecord:
     values: dict[str, Any]
 
     def to_dict(self, query: str) -> dict[str, Any]:
-        """The record as the JSON object of the ``situations`` topic, with its id."""
+        """The record as a self-describing JSON object, with its id (for tests and reading;
+        the ``situations`` topic carries the positional :meth:`to_row`)."""
         return {"query": query, "key": self.key, "situation": self.situation, "kind": self.kind,
                 "ts": self.ts, "te": self.te, "at": self.at, "seq": self.seq,
                 "values": self.values, "id": self.record_id(query)}

@@ -208,18 +208,18 @@ def test_kslack_keeps_running_and_counts_every_dead_letter(run: Run) -> None:
                      topic=stream_topics(run.pipeline.stream)[3].name) == 0, service
 
 
-def situation_record(n: int, without: str = "", **fields: Any) -> dict[str, Any]:
-    """A well-formed record of situation ``A`` of a key no event has, at step ``n`` (a step
-    the matcher has seen is a repeat that it skips), with ``fields`` changed and field
+def situation_record(n: int, without: str = "", **fields: Any) -> list[Any]:
+    """A well-formed record row of situation ``A`` of a key no event has, at step ``n`` (a
+    step the matcher has seen is a repeat that it skips), with ``fields`` changed and field
     ``without`` left out."""
     record = {"kind": "started", "key": "no such car", "situation": "A", "ts": n, "te": None,
               "at": n, "seq": n, "values": {}, **fields}
-    return {k: v for k, v in record.items() if k != without}
+    return [v for k, v in record.items() if k != without]
 
 
 def batch(query: str, query_id: str, records: Any, **fields: Any) -> bytes:
     return json_bytes({"query": query, "query_id": query_id, "registered_at": 0,
-                       "records": records, **fields})
+                       "rows": records, **fields})
 
 
 #: Per kind of malformed situation batch: its value, given the query's name and id (``q``,
@@ -228,13 +228,13 @@ SITUATION_KINDS: dict[str, tuple[Callable[[str, str, int], bytes | None], str]] 
     "bad JSON": (lambda q, i, n: b'{"query": "' + q.encode(), "invalid JSON"),
     "tombstone": (lambda q, i, n: None, "empty message"),
     "array": (lambda q, i, n: json_bytes([q, i]), "a situation message is a JSON object"),
-    "no query id": (lambda q, i, n: json_bytes({"query": q, "registered_at": 0, "records": []}),
+    "no query id": (lambda q, i, n: json_bytes({"query": q, "registered_at": 0, "rows": []}),
                     "a situation message is a JSON object"),
-    "records no list": (lambda q, i, n: batch(q, i, {"A": 1}), "a situation message is a JSON object"),
-    "record no object": (lambda q, i, n: batch(q, i, [[1, 2]]),
-                         "a situation record must be a JSON object"),
-    "record without seq": (lambda q, i, n: batch(q, i, [situation_record(n, without="seq")]),
-                           "a situation record lacks 'seq'"),
+    "rows no list": (lambda q, i, n: batch(q, i, {"A": 1}), "a situation message is a JSON object"),
+    "row no array": (lambda q, i, n: batch(q, i, [{"kind": "started"}]),
+                     "a situation record row must be a JSON array of 8 fields"),
+    "row without seq": (lambda q, i, n: batch(q, i, [situation_record(n, without="seq")]),
+                        "a situation record row must be a JSON array of 8 fields"),
     "unknown kind": (lambda q, i, n: batch(q, i, [situation_record(n, kind="paused")]),
                      "unknown situation record kind 'paused'"),
     "float time": (lambda q, i, n: batch(q, i, [situation_record(n, ts=1.5)]), "must be integers"),

@@ -79,14 +79,16 @@ def test_a_batch_decodes_to_what_was_encoded() -> None:
 @pytest.mark.parametrize(("value", "reason"), [
     (None, "empty message"),
     (b"{", "invalid JSON"),
-    (b'{"query": "q", "query_id": "x", "records": []}', r"registered_at \(integer\)"),
+    (b'{"query": "q", "query_id": "x", "rows": []}', r"registered_at \(integer\)"),
     (b'{"query": "q", "query_id": "x", "registered_at": 0, "batch": {}}', r"starts \(boolean\)"),
     (b'{"query": "q", "query_id": "x", "registered_at": 0, "starts": true, "batch": {}}',
      "malformed situation batch"),
-    (b'{"query": "q", "query_id": "x", "registered_at": true, "records": []}',
+    (b'{"query": "q", "query_id": "x", "registered_at": true, "rows": []}',
      r"registered_at \(integer\)"),
-    (b'{"query": "q", "query_id": "x", "registered_at": 0, "records": [1]}',
-     "a situation record must be a JSON object"),
+    (b'{"query": "q", "query_id": "x", "registered_at": 0, "rows": [1]}',
+     "a situation record row must be a JSON array of 8 fields"),
+    (b'{"query": "q", "query_id": "x", "registered_at": 0, "rows": [["paused", 1, "A", 1, null, '
+     b'1, 1, {}]]}', "unknown situation record kind 'paused'"),
 ])
 def test_a_malformed_batch_says_what_is_wrong(value: bytes | None, reason: str) -> None:
     with pytest.raises(InputError, match=reason):
