@@ -2,12 +2,16 @@
 
 A topic that already exists counts as done and is left as it is: partitions and configs of a
 live topic are never changed behind the operator's back (Kafka cannot lower partitions, and
-raising them moves keys to other partitions, which breaks co-partitioned state).
+raising them moves keys to other partitions, which breaks co-partitioned state). An existing
+topic with another number of partitions than the catalog's is refused instead: the services
+would read only some of its partitions (an unpartitioned stream's one ordering point) or
+join state across misaligned keys.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
@@ -34,7 +38,8 @@ async def create_topics(
     """Create every topic in ``specs`` that does not exist yet; return the names created.
 
     ``bootstrap`` is ``host:port`` of a plaintext broker, or full :class:`KafkaSettings` for
-    SASL/TLS. Raises :class:`TopicCreationError` for any refusal other than "already exists".
+    SASL/TLS. Raises :class:`TopicCreationError` for any refusal other than "already exists",
+    and for an existing topic whose partitions differ from its spec's.
     """
     settings = KafkaSettings(bootstrap) if isinstance(bootstrap, str) else bootstrap
     wanted = {spec.name: spec for spec in specs}
@@ -44,6 +49,9 @@ async def create_topics(
     await admin.start()
     try:
         existing = set(await admin.list_topics())
+        present = [name for name in wanted if name in existing]
+        if present:
+            _check_partitions(wanted, await admin.describe_topics(present))
         missing = [spec for name, spec in wanted.items() if name not in existing]
         if not missing:
             return []
@@ -67,3 +75,16 @@ async def create_topics(
     if errors:
         raise TopicCreationError(errors)
     return created
+
+
+def _check_partitions(wanted: dict[str, TopicSpec], described: list[dict[str, Any]]) -> None:
+    errors = {}
+    for topic in described:
+        name, count = topic["topic"], len(topic["partitions"])
+        spec = wanted[name]
+        if count != spec.partitions:
+            errors[name] = (f"exists with {count} partitions, not the {spec.partitions} of the "
+                            f"catalog's {spec.role.value} topic (the services would miss or "
+                            f"misalign partitions): recreate it")
+    if errors:
+        raise TopicCreationError(errors)

@@ -551,15 +551,14 @@ def archiver_app(config: ServiceConfig, settings: ArchiveSettings) -> faust.App:
 
     @app.timer(interval=max(states.interval / 2, 0.25))
     async def tick() -> None:
-        """A tick to each partition of this worker with a checkpoint due or a segment open too
-        long, so that idle partitions roll, checkpoint and commit too."""
+        """A tick to each partition of this worker with a checkpoint due, a segment open too
+        long or inputs to position, so that idle partitions roll, checkpoint, commit and
+        resume too."""
         now = time.monotonic()
         for partition in owned_partitions(app, ordered_name):
-            if not states.loaded(partition):
-                continue
-            logs = states.get(partition).logs.values()
-            if (states.due(partition) or any(log.expired(now) for log in logs)) and \
-                    states.want_tick(partition, now):
+            waiting = not states.positioned(partition) or states.due(partition) or \
+                any(log.expired(now) for log in states.get(partition).logs.values())
+            if waiting and states.want_tick(partition, now):
                 await ticks.send(value=b"", partition=partition)
 
     return app

@@ -400,11 +400,13 @@ class EvaluatingService:
         self.app.agent(self.source, name=f"{self.app.conf.id}-evaluate")(agent)
 
     async def tick(self) -> None:
-        """A tick to each partition of this worker with work to checkpoint, so that idle
-        partitions checkpoint and commit too."""
+        """A tick to each partition of this worker with work to checkpoint or inputs to
+        position, so that idle partitions checkpoint, commit and resume too."""
         now = time.monotonic()
+        states = self.states
         for partition in owned_partitions(self.app, self.inputs[0]):
-            if self.states.due(partition) and self.states.want_tick(partition, now):
+            if (states.due(partition) or not states.positioned(partition)) and \
+                    states.want_tick(partition, now):
                 await self.ticks.send(value=b"", partition=partition)
 
     def new_events(self, evaluation: Evaluation, event: Any) -> EventBatch | None:

@@ -510,7 +510,7 @@ async def tick() -> None:
     released event waits in the outbox, and flush and checkpoint idle partitions."""
     now = time.monotonic()
     for partition in owned_partitions(app, RAW):
-        if states.loaded(partition) and not states.due(partition):
+        if states.positioned(partition) and not states.due(partition):
             buffer = states.get(partition)
             unsent = buffer.outbox if buffer.batcher is None else buffer.batcher.ready
             lingering = (unsent or buffer.inbox) and now - buffer.sent_at >= LINGER

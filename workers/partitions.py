@@ -42,6 +42,11 @@ strictly in offset order, per input topic partition:
   the consumer still delivers from before the seek, until that offset arrives. Input that
   retention deleted before it was applied is skipped with an error in the log.
 
+Until a rebalance ends, Faust delivers messages while it still seeks every partition to the
+group's committed offset, which can undo a seek of ours and leave a partition waiting at the
+end of its input for a message that never comes. So nothing is applied while the app
+rebalances, and each partition's inputs are sought to its checkpoint after (on a tick).
+
 So whatever checkpoint a worker restores, the latest or an older one, it applies the same input
 after it and reaches the same state; what it sends again consumers drop by result id or by
 position (at-least-once, ARCHITECTURE.md). Output that depends on timing rather than input (the
@@ -50,8 +55,9 @@ K-slack idle flush) is checkpointed before it is sent (:mod:`workers.kslack`).
 Table writes go to the changelog partition of the *current* Faust event, so a checkpoint of
 ``p`` runs only while handling a message or a tick of partition ``p``. Ticks come from an
 internal topic co-partitioned with the input (``<app>-ticks``): a service's timer sends one to
-a partition of its own with work waiting (:meth:`PartitionStates.want_tick` keeps one on its
-way at a time), so idle partitions checkpoint and commit too. :meth:`PartitionStates.consume`
+a partition of its own with work waiting or inputs not yet positioned
+(:meth:`PartitionStates.want_tick` keeps one on its way at a time), so idle partitions
+checkpoint, commit and resume too. :meth:`PartitionStates.consume`
 is the agent loop all stateful services share.
 
 With ``SITUFLOW_PROCESSING_GUARANTEE=exactly_once`` (:mod:`workers.app`) the changelog record,
@@ -151,8 +157,9 @@ class PartitionStates(Generic[S]):
 
     async def _assigned(self, sender: Any, assigned: set[TP], **kwargs: Any) -> None:
         """Forget everything, and send each assigned partition a tick: the first one it
-        handles seeks its inputs to its checkpoint (:meth:`_position`), also when no input
-        comes after the group's committed offset to reveal that it passed the checkpoint."""
+        handles after the rebalance seeks its inputs to its checkpoint (:meth:`_position`),
+        also when no input comes after the group's committed offset to reveal that it passed
+        the checkpoint (the timer sends more until one does)."""
         self._forget()
         if self._ticks is None:
             return
@@ -226,10 +233,12 @@ class PartitionStates(Generic[S]):
     def tick_arrived(self, partition: int) -> None:
         self._tick_sent.pop(partition, None)
 
-    def loaded(self, partition: int) -> bool:
-        """Whether the partition's state is in memory (it is not after a rebalance until a
-        message or a tick of the partition loads it)."""
-        return partition in self._parts
+    def positioned(self, partition: int) -> bool:
+        """Whether the partition's inputs were sought to its checkpoint since the last
+        rebalance (:meth:`_position`). Until then a service's timer sends the partition ticks:
+        the one sent at the assignment may come while Faust still positions the consumer."""
+        part = self._parts.get(partition)
+        return part is not None and part.positioned
 
     def due(self, partition: int) -> bool:
         part = self._parts.get(partition)
@@ -277,6 +286,11 @@ class PartitionStates(Generic[S]):
             if offset <= part.stored.get(topic, -1):
                 await self._acknowledge(part, event)
             return False
+        if self.app.rebalancing:
+            # Faust seeks every partition to its committed offset before the rebalance ends,
+            # under any seek of ours: nothing is applied until then, and the partition is
+            # positioned after (_position), which brings this message again.
+            return False
         found = part.rewinding.get(topic)
         skipped = False  # over transaction markers: only where the consumer cannot be stale
         if self.exactly_once:
@@ -319,11 +333,11 @@ class PartitionStates(Generic[S]):
         part.applied[topic] = offset
 
     async def _position(self, partition: int) -> None:
-        """Once after a restore: seek each input that no message has come from yet, and
-        whose consumer is past the checkpoint, back to the checkpoint's offset. The first
-        message from it is then checked as any (:meth:`_admit`)."""
+        """Once after a restore, when the rebalance has ended: seek each input that no message
+        has come from yet, and whose consumer is past the checkpoint, back to the checkpoint's
+        offset. The first message from it is then checked as any (:meth:`_admit`)."""
         part = self._part(partition)
-        if part.positioned:
+        if part.positioned or self.app.rebalancing:
             return
         part.positioned = True
         generation = self._generation

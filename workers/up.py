@@ -106,6 +106,8 @@ class Pipeline:
     the services start. ``services`` defaults to K-slack plus the evaluating services of
     ``query_file``'s language, or every service when there is no query file (an unpartitioned
     stream's: the deriver and the matcher).
+    Each service logs to ``<work_dir>/<service>.log`` at ``SITUFLOW_LOG_LEVEL`` (default
+    ``warn``; ``info`` shows rebalances and the seeks of restored partitions).
     """
 
     stream: StreamSpec
@@ -230,7 +232,8 @@ class Pipeline:
             "SITUFLOW_ARCHIVE_DIR": str(self.work_dir / "archive"),
             **self.extra_env,
         }
-        command = [sys.executable, "-m", f"workers.{kind}", "worker", "-l", "warn"]
+        command = [sys.executable, "-m", f"workers.{kind}", "worker", "-l",
+                   os.environ.get("SITUFLOW_LOG_LEVEL", "warn")]
         setpriv = shutil.which("setpriv") if sys.platform == "linux" else None
         if setpriv:
             command = [setpriv, "--pdeathsig", "TERM", *command]

@@ -20,7 +20,7 @@ from topics.catalog import (
     TopicSpec,
     stream_topics,
 )
-from topics.create import create_topics
+from topics.create import TopicCreationError, create_topics
 from workers.broker import BrokerBinaryNotFound, EmbeddedBroker
 from workers.settings import KafkaSettings
 
@@ -186,3 +186,17 @@ def test_create_topics_is_idempotent_and_compacts_the_query_registry(
         "all exist": True,
         "registry cleanup.policy": CleanupPolicy.COMPACT.value,
     }
+
+
+@pytest.mark.integration
+def test_an_existing_topic_with_other_partitions_is_refused_with_what_to_do(
+    kafka: KafkaSettings, topic_prefix: str
+) -> None:
+    """An unpartitioned stream's input has one partition, its one ordering point: K-slack would
+    read only the first of four, and miss the events in the others."""
+    partitioned = StreamSpec(f"{topic_prefix}.spread", partitions=4)
+    unpartitioned = StreamSpec(partitioned.name, partitions=4, unpartitioned=True)
+    asyncio.run(create_topics(kafka, stream_topics(partitioned)[:1]))
+    with pytest.raises(TopicCreationError, match=rf"{partitioned.name}: exists with 4 "
+                       r"partitions, not the 1 of the catalog's input topic .*: recreate it"):
+        asyncio.run(create_topics(kafka, stream_topics(unpartitioned)[:1]))

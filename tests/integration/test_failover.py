@@ -104,12 +104,6 @@ def test_a_killed_worker_loses_no_result_and_its_partitions_move_to_the_survivor
         assert deduplicated_results(kafka, topic) == expected
 
 
-# Known bug, left open in issue #5: on a cold numba cache the restarted matcher is slow enough
-# to lose its group membership once, and after the second assignment some of its partitions
-# neither seek to their checkpoint nor see a later message that would reveal the gap, so
-# their results never arrive (reproduced 1 of 2 runs with the cache cleared; 9 of 9 warm).
-@pytest.mark.xfail(reason="stale checkpoint after a rebalance during restore can stall a "
-                          "partition (issue #5 note)", strict=False)
 def test_services_that_restore_an_older_checkpoint_read_their_input_again_from_it(
     kafka: KafkaSettings, topic_prefix: str, tmp_path: Path
 ) -> None:

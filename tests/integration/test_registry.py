@@ -313,7 +313,8 @@ def test_topics_create_makes_the_catalog_topics_once(
     topic_prefix: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     stream = f"{topic_prefix}.cars"
-    command = ["topics", "create", "--stream", stream, "--partitions", "2"]
+    command = ["topics", "create", "--stream", stream, "--partitions", "2",
+               "--situations", f"{topic_prefix}.situations"]  # other tests' have 4 partitions
 
     assert main(command) == 0
     first = capsys.readouterr().out.splitlines()

@@ -203,6 +203,6 @@ def test_topics_create_gives_an_unpartitioned_stream_one_input_partition(
     monkeypatch.setenv(ENV_TOPIC, f"{topic_prefix}.queries")
     stream = f"{topic_prefix}.sensors"
     assert main(["topics", "create", "--stream", stream, "--partitions", "3",
-                 "--unpartitioned"]) == 0
+                 "--unpartitioned", "--situations", f"{topic_prefix}.situations"]) == 0
     assert {f"created  {stream} (1 partition)", f"created  {stream}.ordered (3 partitions)",
             f"created  {stream}.late (1 partition)"} <= set(capsys.readouterr().out.splitlines())

@@ -9,7 +9,9 @@ order), the worker applies every message after the checkpoint exactly once, in o
 reaches the state of the whole input; it never acknowledges a message before a stored
 checkpoint holds it. The consumer below is a model of Faust's: a log per topic partition,
 a fetch position that ``seek_wait`` moves, a queue of messages fetched before, and Faust's
-read offset, below which its fetch loop drops what it fetched.
+read offset, below which its fetch loop drops what it fetched; and, until the rebalance that
+assigned the partition ends, Faust's seek of every partition to the committed offset, which
+comes after messages were already delivered.
 """
 
 from __future__ import annotations
@@ -65,13 +67,17 @@ class Consumer:
     as messages an agent's queue still held (duplicates, out of order); after the first seek of
     a topic, its fetch loop still delivers the ``stale`` records that followed the last one it
     delivered (the rest of a batch fetched before), each moving its read offset, below which it
-    drops what it fetches. ``start`` is where retention left each log.
+    drops what it fetches. ``start`` is where retention left each log. With ``rebalance``,
+    the assigning rebalance is still on: it ends after that many more messages, with Faust's
+    seek of every topic to ``committed``.
     """
 
     def __init__(self, logs: dict[str, list[int]], committed: dict[str, int],
                  queued: Sequence[tuple[str, int]] = (), stale: int = 0,
-                 start: dict[str, int] | None = None) -> None:
+                 start: dict[str, int] | None = None, rebalance: int | None = None) -> None:
         self.logs = logs
+        self.committed = committed
+        self.rebalance = rebalance
         self.position_of = dict(committed)
         self.queue = deque(queued)
         self.stale = stale
@@ -114,6 +120,13 @@ class Consumer:
             self.position_of[tp.topic] = offset
             self.read_offset[tp.topic] = offset
 
+    def seek_to_committed(self) -> None:
+        """Faust's ``perform_seek`` at the end of a rebalance: it clears the fetched batch, not
+        an agent's queue."""
+        self.pending.clear()
+        self.position_of.update(self.committed)
+        self.read_offset.update(self.committed)
+
     async def position(self, tp: TP) -> int:
         return self.position_of[tp.topic]
 
@@ -126,10 +139,12 @@ class Consumer:
 
 class Stream:
     """The agent's stream: first the tick sent to the partition when it was assigned, then
-    what the consumer delivers."""
+    what the consumer delivers; when the rebalance ends, the tick the service's timer sends
+    while the partition is not positioned."""
 
-    def __init__(self, consumer: Consumer, table: dict[str, bytes]) -> None:
-        self.consumer = consumer
+    def __init__(self, app: App, table: dict[str, bytes]) -> None:
+        self.app = app
+        self.consumer = app.consumer
         self.table = table
         self.channel = type("Topic", (), {"topics": (*TOPICS, "ticks")})
 
@@ -137,8 +152,22 @@ class Stream:
         return self
 
     async def events(self) -> AsyncIterator[Event]:
-        yield Event(Message("ticks", PARTITION, 0))
-        while (message := self.consumer.next_message()) is not None:
+        tick = Event(Message("ticks", PARTITION, 0))
+        consumer = self.consumer
+        yield tick
+        while True:
+            if self.app.rebalancing and consumer.rebalance == 0:
+                consumer.seek_to_committed()
+                self.app.rebalancing = False
+                yield tick
+            message = consumer.next_message()
+            if message is None and not self.app.rebalancing:
+                return
+            if message is None:
+                consumer.rebalance = 0
+                continue
+            if consumer.rebalance:
+                consumer.rebalance -= 1
             yield Event(message)
 
     async def ack(self, event: Event) -> None:
@@ -157,6 +186,7 @@ class App:
     producer: Any = None
     on_partitions_revoked: Signal = field(default_factory=Signal)
     on_partitions_assigned: Signal = field(default_factory=Signal)
+    rebalancing: bool = False
 
     def topic(self, name: str, **kwargs: Any) -> Any:
         return type("Topic", (), {"get_topic_name": staticmethod(lambda: name)})
@@ -183,7 +213,7 @@ def run(consumer: Consumer, table: dict[str, bytes], exactly_once: bool = False
         ) -> list[list[Any]]:
     """Consume everything the consumer delivers, folding messages into a list; the state
     stored last."""
-    app = App(consumer, exactly_once)
+    app = App(consumer, exactly_once, rebalancing=consumer.rebalance is not None)
     states = PartitionStates(app, table, lambda v: [] if v is None else v, list, interval=0.0)
 
     async def on_message(event: Event) -> None:
@@ -191,7 +221,7 @@ def run(consumer: Consumer, table: dict[str, bytes], exactly_once: bool = False
         state = states.get(message.partition)
         states.changed(message.partition, [*state, [message.topic, message.offset]], event)
 
-    asyncio.run(states.consume(Stream(consumer, table), "ticks", on_message))
+    asyncio.run(states.consume(Stream(app, table), "ticks", on_message))
     return list(json.loads(table[str(PARTITION)])["state"])
 
 
@@ -238,6 +268,21 @@ def test_stale_messages_after_the_seek_are_dropped_and_the_seek_repeated() -> No
     assert consumer.seeks[0] == ("cars", 6) and len(consumer.seeks) > 1
 
 
+def test_a_seek_to_the_committed_offset_at_the_end_of_the_rebalance_does_not_strand_input(
+) -> None:
+    """The reported stall: a restarted matcher restored a checkpoint older than the group's
+    committed offset, which was the end of its input. Faust delivered the assignment's tick
+    and messages before it ended the rebalance by seeking to the committed offset, which undid
+    the seek back to the checkpoint; no later message came to reveal the gap."""
+    logs = {"cars": list(range(20)), "situations": list(range(4))}
+    consumer = Consumer(logs, committed={"cars": 20, "situations": 0}, rebalance=2,
+                        queued=[("situations", 0), ("situations", 1)])
+    state = run(consumer, checkpoint(logs, {"cars": 5}))
+    assert sorted(state) == whole(logs)
+    assert [o for t, o in state if t == "cars"] == list(range(20))
+    assert consumer.seeks == [("cars", 6)], "positioned once, after the rebalance"
+
+
 def test_input_deleted_by_retention_before_it_was_applied_is_skipped() -> None:
     logs = {"cars": list(range(50)), "situations": []}
     consumer = Consumer(logs, committed={"cars": 30, "situations": 0}, start={"cars": 20})
@@ -260,7 +305,7 @@ def test_with_transactions_offsets_skip_markers_and_each_checkpoint_commits() ->
 def scenarios(draw: st.DrawFn) -> tuple[Consumer, dict[str, bytes], bool]:
     """Logs, a checkpoint of any prefix of them, any committed offsets; without transactions
     any messages still queued; with them, where the consumer delivers in order within a
-    generation, none; and some stale ones after a seek."""
+    generation, none; some stale ones after a seek; and maybe a rebalance still on."""
     exactly_once = draw(st.booleans())
     logs: dict[str, list[int]] = {}
     for topic in TOPICS:
@@ -271,7 +316,8 @@ def scenarios(draw: st.DrawFn) -> tuple[Consumer, dict[str, bytes], bool]:
     records = [(t, o) for t in TOPICS for o in logs[t]]
     queued = [] if exactly_once or not records else \
         draw(st.lists(st.sampled_from(records), max_size=8))
-    consumer = Consumer(logs, committed, queued, stale=draw(st.integers(0, 3)))
+    consumer = Consumer(logs, committed, queued, stale=draw(st.integers(0, 3)),
+                        rebalance=draw(st.none() | st.integers(0, 10)))
     return consumer, checkpoint(logs, upto), exactly_once
 
 
