@@ -20,6 +20,8 @@ broker (generated cars):
   results of the first ``--warmup`` seconds (numba kernels load once). With it, each
   service's message age when it is done with a message, mean and 99th percentile (from the
   message's Kafka timestamp: the time on the broker, in the consumer and in processing);
+  and, as the baseline, one broker hop at the same load: the same messages produced and read
+  back by a plain aiokafka consumer with the services' fetch wait;
 - where the deriver's and the matcher's time goes: each step of their message path, timed in
   this process on ordered Arrow messages, in ns per event.
 
@@ -56,6 +58,7 @@ from situflow.tpstream.situation_deriver import SituationDeriver
 from situflow.tpstream.situation_matcher import SituationMatcher
 from topics.catalog import SEQ_FIELD, StreamSpec, stream_topics
 from topics.create import create_topics
+from workers.app import FETCH_MAX_WAIT_MS
 from workers.broker import EmbeddedBroker
 from workers.evaluation import fresh_rows
 from workers.settings import KafkaSettings
@@ -264,16 +267,59 @@ def end_to_end(kafka: KafkaSettings, messages: Messages, events: int, arrow: boo
         return measured / elapsed, rates, state
 
 
+async def offer(kafka: KafkaSettings, topic: str, columns: dict[str, np.ndarray],
+                partitions: int, rate: int, seconds: float,
+                sent: Callable[[dict[str, np.ndarray], float], None]) -> float:
+    """Produce ``columns`` to ``topic`` at ``rate`` events/s, as the Arrow messages of 20 ms
+    of events each; ``sent(chunk, when)`` is told before each 20 ms. Returns the start time."""
+    tick = 0.02
+    per_tick = max(1, int(rate * tick))
+    count = min(len(columns["ts"]), int(rate * seconds))
+    async with producer(kafka) as client:
+        started = time.perf_counter()
+        for n, start in enumerate(range(0, count, per_tick)):
+            chunk = {k: v[start:start + per_tick] for k, v in columns.items()}
+            sent(chunk, time.perf_counter())
+            for p, value in arrow_messages(chunk, partitions, per_tick):
+                await client.send(topic, value, partition=p, headers=HEADERS)
+            await asyncio.sleep(max(0.0, started + (n + 1) * tick - time.perf_counter()))
+        await client.flush()
+    return started
+
+
+async def raw_hop(kafka: KafkaSettings, columns: dict[str, np.ndarray], partitions: int,
+                  rate: int, seconds: float) -> list[float]:
+    """Seconds from producing each message to a plain aiokafka consumer reading it, at the
+    latency test's load: one broker hop without a service, of which a result takes four."""
+    stream = StreamSpec("bench-hop", partitions=partitions)
+    await create_topics(kafka, stream_topics(stream)[:1])
+    sent_at: list[float] = []  # per 20 ms, which sends one message to each partition
+    waits: list[float] = []
+
+    async def read() -> None:
+        async with AIOKafkaConsumer(stream.name, **kafka.client_kwargs(),
+                                    auto_offset_reset="earliest",
+                                    fetch_max_wait_ms=FETCH_MAX_WAIT_MS) as consumer:
+            async for record in consumer:  # offset n of a partition: the n-th 20 ms
+                waits.append(time.perf_counter() - sent_at[record.offset])
+
+    def sent(chunk: dict[str, np.ndarray], when: float) -> None:
+        sent_at.append(when)
+
+    reader = asyncio.create_task(read())
+    await asyncio.sleep(2.0)
+    await offer(kafka, stream.name, columns, partitions, rate, seconds, sent)
+    await asyncio.sleep(1.0)
+    reader.cancel()
+    return waits
+
+
 async def latency(kafka: KafkaSettings, running: Pipeline, columns: dict[str, np.ndarray],
                   rate: int, seconds: float, warmup: float) -> list[float]:
     """Seconds from producing each result's releasing event to reading the result, for the
     events sent after the first ``warmup`` seconds (the services' first batches and matches
     load numba kernels: seconds once, which is no steady state)."""
     raw = stream_topics(running.stream)[0].name
-    partitions = running.stream.partitions
-    tick = 0.02
-    per_tick = max(1, int(rate * tick))
-    count = min(len(columns["ts"]), int(rate * seconds))
     sent_at: dict[int, float] = {}  # event time -> when its first event was sent
     arrived: list[tuple[int, float]] = []  # (emitted_at, when read)
 
@@ -284,19 +330,13 @@ async def latency(kafka: KafkaSettings, running: Pipeline, columns: dict[str, np
             async for record in consumer:
                 arrived.append((json.loads(record.value)["emitted_at"], time.perf_counter()))
 
+    def sent(chunk: dict[str, np.ndarray], when: float) -> None:
+        for ts in np.unique(chunk["ts"]).tolist():
+            sent_at.setdefault(ts, when)
+
     reader = asyncio.create_task(read())
     await asyncio.sleep(2.0)  # the reader joins before the first result
-    async with producer(kafka) as client:
-        started = time.perf_counter()
-        for n, start in enumerate(range(0, count, per_tick)):
-            chunk = {k: v[start:start + per_tick] for k, v in columns.items()}
-            now = time.perf_counter()
-            for ts in np.unique(chunk["ts"]).tolist():
-                sent_at.setdefault(ts, now)
-            for p, value in arrow_messages(chunk, partitions, per_tick):
-                await client.send(raw, value, partition=p, headers=HEADERS)
-            await asyncio.sleep(max(0.0, started + (n + 1) * tick - time.perf_counter()))
-        await client.flush()
+    started = await offer(kafka, raw, columns, running.stream.partitions, rate, seconds, sent)
     await asyncio.sleep(3.0)
     reader.cancel()
     # The releasing event of a result emitted at t is the car's next event, at t + 1 (K = 0).
@@ -358,6 +398,10 @@ def message_ages(service: ServiceProcess) -> tuple[float, float]:
 
 def report_latency(kafka: KafkaSettings, columns: dict[str, np.ndarray],
                    args: argparse.Namespace) -> None:
+    hop = asyncio.run(raw_hop(kafka, columns, args.partitions, args.rate, args.seconds / 3))
+    p50, p99 = np.percentile(hop, [50, 99]) * 1000
+    print(f"raw aiokafka hop at the same load ({len(hop)} messages): p50 {p50:.1f} ms, "
+          f"p99 {p99:.1f} ms (a result takes four hops)")
     with pipeline(kafka, "latency", args.partitions, slack=0) as running:
         waits = asyncio.run(latency(kafka, running, columns, args.rate, args.seconds,
                                     args.warmup))
