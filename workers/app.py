@@ -38,7 +38,7 @@ run. With about 120,000 of them it stopped a service for 60–170 ms every few s
 the largest part of the p99 latency (``bench/README.md``). So the objects alive at
 :data:`GC_FREEZE_AT` seconds after the start (after the first messages compiled the kernels)
 are moved to the collector's permanent generation (:func:`gc.freeze`); collections then take
-15–30 ms. Frozen objects are still freed by reference counting; only a reference cycle among
+15–33 ms. Frozen objects are still freed by reference counting; only a reference cycle among
 the objects alive at those three moments would never be collected, a bounded amount.
 ``SITUFLOW_GC_FREEZE=0`` turns this off.
 
