@@ -51,7 +51,6 @@ from prometheus_client.samples import Sample
 
 from situflow.codecs.arrow_events import HEADERS, decode_batch, encode_batch
 from situflow.datagen.cars import car_columns
-from situflow.events import EventBatch
 from situflow.operator import QueryOptions
 from situflow.tpstream.query import compile
 from situflow.tpstream.situation_deriver import SituationDeriver
@@ -60,7 +59,7 @@ from topics.catalog import SEQ_FIELD, StreamSpec, stream_topics
 from topics.create import create_topics
 from workers.app import FETCH_MAX_WAIT_MS
 from workers.broker import EmbeddedBroker
-from workers.evaluation import fresh_rows
+from workers.evaluation import fresh_rows, ordered_events
 from workers.settings import KafkaSettings
 from workers.situation_matching import SituationMessage, fresh_steps
 from workers.up import REPO_ROOT, Pipeline, ServiceProcess
@@ -365,8 +364,7 @@ def message_path(columns: dict[str, np.ndarray], partitions: int,
         clock.append(time.perf_counter())
         batch = fresh_rows(positions, batch, stream)
         clock.append(time.perf_counter())
-        seq = np.asarray(batch.column(SEQ_FIELD).to_numpy(), dtype=np.int64)
-        batch_events = EventBatch.from_arrow(batch.drop_columns([SEQ_FIELD]), seq=seq)
+        batch_events = ordered_events(batch, stream)
         clock.append(time.perf_counter())
         records = deriver.process(batch_events)
         clock.append(time.perf_counter())

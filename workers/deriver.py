@@ -59,8 +59,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from situflow.errors import InputError
 from situflow.events import EventBatch
 from situflow.tpstream.situation_batches import SituationBatch
@@ -68,11 +66,10 @@ from topics.catalog import (
     BATCH_REGISTRY_BEFORE_HEADER,
     BATCH_REGISTRY_HEADER,
     BATCH_SEQ_HEADER,
-    SEQ_FIELD,
     situations_partition,
 )
 from workers.app import ServiceConfig, run
-from workers.evaluation import EvaluatingService, Evaluation, decode_ordered
+from workers.evaluation import EvaluatingService, Evaluation, decode_ordered, ordered_events
 from workers.situation_matching import (
     BatchDeriver,
     SituationMessage,
@@ -159,10 +156,7 @@ def batch_of(event: Any) -> tuple[int, int, int, EventBatch]:
         raise InputError(f"an ordered batch of an unpartitioned stream needs the integer "
                          f"headers {BATCH_SEQ_HEADER}, {BATCH_REGISTRY_HEADER} and "
                          f"{BATCH_REGISTRY_BEFORE_HEADER}: not written by K-slack") from None
-    batch = decode_ordered(event, config.stream)
-    seq = np.asarray(batch.column(SEQ_FIELD).to_numpy(), dtype=np.int64)
-    events = EventBatch.from_arrow(batch.drop_columns([SEQ_FIELD]),
-                                   time_field=config.stream.time_field, seq=seq)
+    events = ordered_events(decode_ordered(event, config.stream), config.stream)
     return numbers[0], numbers[1], numbers[2], events
 
 

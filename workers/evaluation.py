@@ -248,6 +248,13 @@ def decode_ordered(event: Any, stream: StreamSpec) -> pa.RecordBatch:
     return batch
 
 
+def ordered_events(batch: pa.RecordBatch, stream: StreamSpec) -> EventBatch:
+    """The events of a decoded ordered message, each with its input seq."""
+    seq = np.asarray(batch.column(SEQ_FIELD).to_numpy(), dtype=np.int64)
+    return EventBatch.from_arrow(batch.drop_columns([SEQ_FIELD]), time_field=stream.time_field,
+                                 seq=seq)
+
+
 def fresh_rows(positions: dict[str, list[int]], batch: pa.RecordBatch,
                stream: StreamSpec) -> pa.RecordBatch:
     """The rows after their key's position (a redelivery repeats the others); moves the
@@ -415,11 +422,7 @@ class EvaluatingService:
         batch = decode_ordered(event, self.stream)
         self.metrics.events_in(self.service, self.ordered).inc(batch.num_rows)
         batch = fresh_rows(evaluation.positions, batch, self.stream)
-        if not batch.num_rows:
-            return None
-        seq = np.asarray(batch.column(SEQ_FIELD).to_numpy(), dtype=np.int64)
-        return EventBatch.from_arrow(batch.drop_columns([SEQ_FIELD]),
-                                     time_field=self.stream.time_field, seq=seq)
+        return ordered_events(batch, self.stream) if batch.num_rows else None
 
     async def evaluate_events(self, evaluation: Evaluation, event: Any, operators: Operators,
                               emit: Emit) -> list[Any]:

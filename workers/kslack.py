@@ -11,10 +11,10 @@ than what was already released go to ``<stream>.late`` (a JSON message unchanged
 of an Arrow message as an Arrow message); messages that do not decode go, unchanged, to
 ``<stream>.dlq`` with the reason in the headers. No input stops the service.
 
-State: per input partition, its K-slack buffer, the events released but not yet
-sent, and the last input offset processed, checkpointed to the ``buffers`` table (RocksDB,
-changelogged) as :mod:`workers.partitions` explains. A redelivered message at or before that
-offset is skipped. Replaying the input after a restart releases the same events in the same
+State: per input partition, its K-slack buffer and the events released but not yet sent,
+checkpointed to the ``buffers`` table (RocksDB, changelogged) with the input offset they hold,
+as :mod:`workers.partitions` explains (which applies each input message once, in order).
+Replaying the input after a restart releases the same events in the same
 order, so downstream recognises repeats by position; the one decision that depends on timing,
 the idle flush, is checkpointed before its events are sent.
 
@@ -160,7 +160,6 @@ class Buffer:
     """One input partition: its K-slack buffer, a table of events with their input seq."""
 
     kslack: ColumnarKSlack
-    offset: int = -1  # the last input offset processed
     last_input: float = field(default_factory=time.monotonic)  # for the idle timeout
     # Released, not yet sent (unpartitioned: the open batch); in the checkpoint, so a restart
     # sends what it holds.
@@ -190,14 +189,13 @@ def load(value: Any) -> Buffer:
                           state["registry"], ready)
     else:
         batcher = None
-    return Buffer(ColumnarKSlack.restore(value["kslack"]), value["offset"], outbox=outbox,
-                  batcher=batcher)
+    return Buffer(ColumnarKSlack.restore(value["kslack"]), outbox=outbox, batcher=batcher)
 
 
 def store(buffer: Buffer) -> dict[str, Any]:
     outbox = [row for table in buffer.outbox for row in table.to_pylist()]
     batcher = buffer.batcher
-    return {"kslack": buffer.kslack.snapshot(), "offset": buffer.offset, "outbox": outbox,
+    return {"kslack": buffer.kslack.snapshot(), "outbox": outbox,
             "batcher": None if batcher is None else {
                 "slicer": dataclasses.asdict(batcher.slicer), "next_seq": batcher.next_seq,
                 "position": batcher.position, "registry": batcher.registry,
@@ -211,7 +209,7 @@ def table_of(rows: list[dict[str, Any]]) -> pa.Table:
 
 
 buffers = state_table(app, "buffers", INPUT,
-                      "per input partition: K-slack buffers and the last offset processed")
+                      "per input partition: K-slack buffers and the input offset they hold")
 states = PartitionStates(app, buffers, load, store, observe=metrics.checkpointed)
 buffered: dict[int, int] = {}  # per partition, for the buffer-size gauge
 #: The query registry an unpartitioned stream's batches count the records of; set once it has
@@ -245,12 +243,7 @@ async def on_message(event: Any) -> None:
     metrics.messages_in("kslack", RAW).inc()
     buffer = states.get(partition)
     buffer.last_input = time.monotonic()
-    if message.offset <= buffer.offset:
-        states.hold(partition, event)  # already in the checkpointed buffers
-    else:
-        deliveries = await take_in(buffer, event)
-        buffer.offset = message.offset
-        states.changed(partition, buffer, event, deliveries)
+    states.changed(partition, buffer, event, await take_in(buffer, event))
     lingered = time.monotonic() - buffer.sent_at >= LINGER
     if buffer.inbox and (states.due(partition) or lingered or len(buffer.inbox) >= INBOX_BATCH):
         states.changed(partition, buffer, deliveries=await push_inbox(buffer))
@@ -325,10 +318,7 @@ async def push(buffer: Buffer, table: pa.Table, sources: dict[int, Any],
         return [await dead_letter(arrow_message,
                                   f"attributes do not fit the buffered events: {error}")]
     if released.num_rows:
-        if buffer.batcher is None:
-            buffer.outbox.append(released)
-        else:
-            slice_released(buffer, buffer.batcher, released)
+        release(buffer, released)
     if not too_late.num_rows:
         return []
     metrics.late("kslack", LATE).inc(too_late.num_rows)
@@ -391,17 +381,14 @@ async def on_tick(partition: int) -> None:
     if buffer.inbox:
         states.changed(partition, buffer, deliveries=await push_inbox(buffer))
     idle = time.monotonic() - buffer.last_input
-    if waiting(buffer) and idle >= IDLE_TIMEOUT and await caught_up(partition, buffer):
+    if waiting(buffer) and idle >= IDLE_TIMEOUT and await caught_up(partition):
         # Whether a flush happens depends on timing, not on the input: store that it happened
         # before anything downstream can see it, so a restart cannot undo it (the events of a
         # flushed key that come later are late, before a crash as after).
         flushed = buffer.kslack.finish()
-        if buffer.batcher is None:
-            if flushed is not None:
-                buffer.outbox.append(flushed)
-        else:
-            if flushed is not None:
-                slice_released(buffer, buffer.batcher, flushed)
+        if flushed is not None:
+            release(buffer, flushed)
+        if buffer.batcher is not None:
             buffer.batcher.slicer.close()
             end_batch(buffer, buffer.batcher)
         states.changed(partition, buffer)
@@ -417,6 +404,14 @@ def waiting(buffer: Buffer) -> bool:
     """Whether events wait for input that may not come: in the K-slack buffer, or in the open
     batch of an unpartitioned stream."""
     return bool(buffer.kslack.buffered or (buffer.batcher is not None and buffer.outbox))
+
+
+def release(buffer: Buffer, released: pa.Table) -> None:
+    """Released events wait in the outbox (unpartitioned: sliced into batches)."""
+    if buffer.batcher is None:
+        buffer.outbox.append(released)
+    else:
+        slice_released(buffer, buffer.batcher, released)
 
 
 def slice_released(buffer: Buffer, batcher: Batcher, released: pa.Table) -> None:
@@ -483,7 +478,7 @@ async def send_batches(partition: int, buffer: Buffer) -> None:
     states.changed(partition, buffer, deliveries=deliveries)
 
 
-async def caught_up(partition: int, buffer: Buffer) -> bool:
+async def caught_up(partition: int) -> bool:
     """Whether no input of ``partition`` waits, fetched or not.
 
     A lagging partition looks idle: the consumer may spend seconds on a large fetch of another
@@ -496,7 +491,7 @@ async def caught_up(partition: int, buffer: Buffer) -> bool:
     if position is None:
         return False
     fetched_all = position >= (app.consumer.highwater(tp) or 0)
-    return fetched_all and buffer.offset + 1 >= position
+    return fetched_all and states.applied(partition, RAW) + 1 >= position
 
 
 def set_buffered(partition: int, count: int) -> None:

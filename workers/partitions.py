@@ -233,6 +233,10 @@ class PartitionStates(Generic[S]):
     def tick_arrived(self, partition: int) -> None:
         self._tick_sent.pop(partition, None)
 
+    def applied(self, partition: int, topic: str) -> int:
+        """The last offset of ``topic`` whose effect is in the partition's state (-1: none)."""
+        return self._part(partition).applied.get(topic, -1)
+
     def positioned(self, partition: int) -> bool:
         """Whether the partition's inputs were sought to its checkpoint since the last
         rebalance (:meth:`_position`). Until then a service's timer sends the partition ticks:
