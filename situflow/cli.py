@@ -16,17 +16,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import numpy as np
 
+from situflow.codecs.event_types import carried, conform
 from situflow.errors import InputError, QueryError
 from situflow.events import EventBatch
-from situflow.io.jsonl import Fields, read_blocks
+from situflow.io.jsonl import Block, Fields, read_blocks
+from situflow.lang.attributes import AttributeTypes
 from situflow.operator import CompiledQuery, QueryOptions, Result
 from situflow.queries import compile_query
 
@@ -58,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
                      default=os.environ.get("SITUFLOW_DEVICE", "cpu"),
                      help="kernel backend (results are identical on every device)")
     run.add_argument("--strict", action="store_true", help="stop at the first bad input line")
+    run.add_argument("--rejected", type=Path, metavar="REJECTED.jsonl",
+                     help='write every skipped input line here: {"line": N, "reason": "..."}')
     run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help="show a progress bar on standard error (default: when it is a terminal)")
     run.set_defaults(command=_run)
@@ -109,9 +115,12 @@ def _add_stream_options(p: argparse.ArgumentParser) -> None:
 
 def _compile(args: argparse.Namespace) -> tuple[CompiledQuery | None, int]:
     try:
-        text = args.query.read_text()
+        text = args.query.read_text(encoding="utf-8")
     except OSError as e:
         print(f"situflow: cannot read {args.query}: {e.strerror}", file=sys.stderr)
+        return None, EXIT_QUERY
+    except UnicodeDecodeError as e:
+        print(f"situflow: {args.query}: not UTF-8 text (byte {e.start})", file=sys.stderr)
         return None, EXIT_QUERY
     options = QueryOptions(name=args.name or args.query.stem, time_unit=args.time_unit,
                            type_field=args.type_field)
@@ -148,39 +157,96 @@ def _run(args: argparse.Namespace) -> int:
     progress = Progress(total, "bytes") if show else None
     out: IO[str] = open(args.output, "w") if args.output else sys.stdout  # noqa: SIM115
     op = compiled.operator()
-    bad = 0
+    types = compiled.attribute_types.without({fields.time, fields.type, fields.id})
+    rejections = Rejections(open(args.rejected, "w") if args.rejected else None)  # noqa: SIM115
+    unseen = set(types.used)
     try:
-        stream = _ordered(read_blocks(args.input, fields), str(args.input))
+        source = str(args.input)
+        stream = _ordered(_typed(read_blocks(args.input, fields), types, unseen, source), source)
         for batch, errors, read in stream:
-            for error in errors:
-                if args.strict:
-                    print(f"situflow: {error}", file=sys.stderr)
-                    return EXIT_INPUT
-                bad += 1
-                if bad <= 10:
-                    print(f"situflow: skipped {error}", file=sys.stderr)
+            if errors and args.strict:
+                print(f"situflow: {min(errors, key=lambda e: e.position or 0)}", file=sys.stderr)
+                return EXIT_INPUT
+            rejections.add(errors)
             write_results(op.process(batch), out)
             if progress:
                 progress.advance(read)
         write_results(op.finish(), out)
     finally:
+        rejections.close()
         if progress:
             progress.close()
         if out is not sys.stdout:
             out.close()
         else:
             out.flush()
-    if bad:
-        print(f"situflow: {bad} bad input line(s) skipped", file=sys.stderr)
+    rejections.summary()
+    for name in sorted(unseen):
+        print(f"situflow: warning: the query uses attribute '{name}', which no event carried "
+              "(a typo?)", file=sys.stderr)
     return 0
 
 
-def _ordered(blocks: Iterable[Any], source: str) -> Iterator[tuple[EventBatch, list[InputError],
-                                                                   int]]:
+class Rejections:
+    """Bad input lines: the first few reported one by one, all counted by reason, and every
+    one written to ``log`` if given (nothing is lost silently)."""
+
+    SHOWN = 10
+
+    def __init__(self, log: IO[str] | None = None):
+        self.log = log
+        self.count = 0
+        self.by_reason: Counter[str] = Counter()
+
+    def add(self, errors: list[InputError]) -> None:
+        for error in sorted(errors, key=lambda e: e.position or 0):
+            self.count += 1
+            if self.count <= self.SHOWN:
+                print(f"situflow: skipped {error}", file=sys.stderr)
+            self.by_reason[_reason_kind(error.reason)] += 1
+            if self.log is not None:
+                self.log.write(json.dumps({"line": error.position, "reason": error.reason}) + "\n")
+
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.close()
+
+    def summary(self) -> None:
+        if not self.count:
+            return
+        print(f"situflow: {self.count} bad input line(s) skipped, by reason:", file=sys.stderr)
+        for reason, count in self.by_reason.most_common():
+            print(f"  {count:>8}  {reason}", file=sys.stderr)
+
+
+def _reason_kind(reason: str) -> str:
+    """A reason without the values that differ from line to line (numbers, quoted text)."""
+    reason = re.sub(r"(text|ISO-8601 text:) '.*'", r"\1 '…'", reason)
+    return re.sub(r"(?<![\w-])-?\d+(\.\d+)?(e[+-]?\d+)?(?![\w-])", "N", reason)
+
+
+Checked = tuple[EventBatch, list[InputError], int]
+
+
+def _typed(blocks: Iterable[Block], types: AttributeTypes, unseen: set[str],
+           source: str) -> Iterator[Checked]:
+    """Each block's events that follow the typing rule, with the errors of the others, and the
+    bytes read; the attributes the events carry are removed from ``unseen``. Typing comes
+    before the time order: a rejected event is as if it had never been there (SEMANTICS.md,
+    "Event time and types"), so its time cannot make the next events late."""
+    for block in blocks:
+        if unseen:
+            unseen -= carried(block.batch, unseen)
+        conformed = conform(block.batch, types)
+        errors = block.errors + [InputError(reason, source, seq + 1)
+                                 for seq, reason in conformed.rejected]
+        yield conformed.batch, errors, block.bytes_read
+
+
+def _ordered(blocks: Iterable[Checked], source: str) -> Iterator[Checked]:
     """Drop events whose time goes backwards: the file must be in event-time order."""
     last = np.iinfo(np.int64).min
-    for block in blocks:
-        batch, errors = block.batch, list(block.errors)
+    for batch, errors, read in blocks:
         if len(batch):
             running = np.maximum.accumulate(np.concatenate(([last], batch.ts)))[:-1]
             late = np.flatnonzero(batch.ts < running)
@@ -192,7 +258,7 @@ def _ordered(blocks: Iterable[Any], source: str) -> Iterator[tuple[EventBatch, l
                 batch = batch.take(np.flatnonzero(batch.ts >= running))
             if len(batch):
                 last = max(last, int(batch.ts.max()))
-        yield batch, errors, block.bytes_read
+        yield batch, errors, read
 
 
 def write_results(results: Iterable[Result], out: IO[str]) -> None:

@@ -25,7 +25,7 @@ class QueryError(SituflowError):
 
     def render(self, filename: str, text: str) -> str:
         """``filename:line:col: message`` followed by the offending line and a caret."""
-        lines = text.splitlines() or [""]
+        lines = text.split("\n")  # as the tokenizer counts lines (not at \u2028 and the like)
         source = lines[self.line - 1] if 0 < self.line <= len(lines) else ""
         width = max(1, min(self.end - self.start, len(source) - self.col + 1))
         caret = " " * (self.col - 1) + "^" * width

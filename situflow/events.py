@@ -14,8 +14,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from situflow.codecs.arrow_events import batch_from_events, is_json_text, values_of
 from situflow.errors import InputError
+
+# Every integer up to this magnitude is exact as a float64.
+DOUBLE_EXACT = 1 << 53
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,15 @@ class EventBatch:
         found = self.columns.get(name)
         return np.full(len(self), np.nan) if found is None else found
 
+    def record(self, i: int, time_field: str = "ts", type_field: str = "type") -> dict[str, Any]:
+        """Event ``i`` as the JSON object it came from: its present attributes, time and type."""
+        out = {k: plain(v[i]) for k, v in self.columns.items()}
+        out = {k: v for k, v in out.items() if v is not None}
+        out[time_field] = int(self.ts[i])
+        if self.types is not None and self.types[i] is not None:
+            out[type_field] = self.types[i]
+        return out
+
     def row(self, i: int) -> dict[str, Any]:
         """One event as a dict (slow; for results and error messages)."""
         out = {k: plain(v[i]) for k, v in self.columns.items()}
@@ -75,13 +89,14 @@ class EventBatch:
             raise InputError(f"events have no event-time field '{time_field}'")
         ts = _time_column(table.column(time_field), time_field)
         seq = np.arange(n, dtype=np.int64) if seq is None else seq
-        ids = _to_numpy(table.column(id_field)) if id_field in names else seq
-        types = (
-            np.asarray(table.column(type_field).to_pylist(), dtype=object)
-            if type_field in names else None
-        )
+        ids = numpy_column(table.column(id_field)) if id_field in names else seq
+        types = object_array(values_of(table, type_field)) if type_field in names else None
         hidden = {time_field, id_field, type_field}
-        columns = {name: _to_numpy(table.column(name)) for name in names if name not in hidden}
+        columns = {name: numpy_column(table.column(name)) for name in names if name not in hidden}
+        # Columns that travel as JSON text (situflow.codecs.arrow_events) hold any JSON value.
+        for field in table.schema:
+            if field.name not in hidden and is_json_text(field):
+                columns[field.name] = object_array(values_of(table, field.name))
         return cls(columns, ts, seq, ids, types)
 
     @classmethod
@@ -90,22 +105,44 @@ class EventBatch:
 
         Every attribute any record has is a column (missing where a record lacks it).
         """
-        names = list(dict.fromkeys(k for r in records for k in r))
-        return cls.from_arrow(pa.table({k: [r.get(k) for r in records] for k in names}),
-                              **options)
+        if not records:
+            return cls.from_arrow(pa.table({options.get("time_field", "ts"): pa.array([], pa.int64())}),
+                                  **options)
+        return cls.from_arrow(pa.Table.from_batches([batch_from_events(records)]), **options)
 
 
-def _to_numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+def numpy_column(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """An Arrow column as the operators read it: integers int64 (float64 with NaN where
+    missing), floats float64, booleans bool (object where missing), anything else object."""
     kind = column.type
     if pa.types.is_integer(kind) or pa.types.is_floating(kind):
         if column.null_count:
+            if pa.types.is_integer(kind) and _beyond_doubles(column):
+                return object_array(column.to_pylist())  # exact, as they are without nulls
             return np.asarray(column.cast(pa.float64()).to_numpy(zero_copy_only=False))
         return np.asarray(column.to_numpy(zero_copy_only=False))
     if pa.types.is_boolean(kind) and not column.null_count:
         return np.asarray(column.to_numpy(zero_copy_only=False), dtype=bool)
     if pa.types.is_null(kind):
         return np.full(len(column), np.nan)
-    return np.asarray(column.to_pylist(), dtype=object)
+    return object_array(column.to_pylist())
+
+
+def _beyond_doubles(column: pa.ChunkedArray | pa.Array) -> bool:
+    """Whether an integer column holds a value that a float64 cannot hold exactly (beyond
+    2^53): as floats, distinct keys would merge, and only in the blocks with a missing value."""
+    bounds = pc.min_max(column)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    return low is not None and (low < -DOUBLE_EXACT or high > DOUBLE_EXACT)
+
+
+def object_array(values: Sequence[Any]) -> np.ndarray:
+    """A 1-d object array of ``values``, lists and dicts included (``np.asarray`` would make
+    a list of equal-length lists two-dimensional)."""
+    array = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):
+        array[i] = value
+    return array
 
 
 def _time_column(column: pa.ChunkedArray | pa.Array, name: str) -> np.ndarray:
@@ -120,6 +157,20 @@ def _time_column(column: pa.ChunkedArray | pa.Array, name: str) -> np.ndarray:
             raise InputError(f"event time '{name}' must be a whole number")
         return values.astype(np.int64)
     raise InputError(f"event time '{name}' must be an integer, found {kind}")
+
+
+def factorize(column: np.ndarray) -> tuple[list[Any], np.ndarray]:
+    """The distinct values of a key column as plain Python (NaN as None), and each row's index
+    among them. Values of unlike types (text among numbers) cannot be sorted together: they
+    are then numbered in first-seen order."""
+    try:
+        uniques, inverse = np.unique(column, return_inverse=True)
+        return [plain(u) for u in uniques.tolist()], np.asarray(inverse).reshape(-1)
+    except TypeError:
+        index: dict[Any, int] = {}
+        codes = np.fromiter((index.setdefault(plain(v), len(index)) for v in column.tolist()),
+                            dtype=np.int64, count=len(column))
+        return list(index), codes
 
 
 def plain(value: Any) -> Any:

@@ -21,6 +21,8 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import pyarrow as pa
 
+from situflow.codecs import arrow_events
+
 E = TypeVar("E")
 
 
@@ -120,7 +122,9 @@ class ColumnarKSlack:
       step has a time no smaller than every earlier release, or it would have been late.
 
     Rows still waiting are kept as a table in arrival order. Schemas of successive batches may
-    differ: missing columns become null and types widen where Arrow can (``permissive``).
+    differ: missing columns become null, types widen where Arrow can, and a column whose types
+    share no Arrow type is held as JSON text (:func:`situflow.codecs.arrow_events.unify`), so no
+    event's values decide how the next are stored.
     """
 
     def __init__(self, slack: int, time_field: str = "ts"):
@@ -138,8 +142,7 @@ class ColumnarKSlack:
 
     def push(self, batch: pa.Table) -> tuple[pa.Table, pa.Table]:
         """Add ``batch`` (rows in arrival order); returns (released, in order; late rows)."""
-        table = batch if self.pending is None else pa.concat_tables(
-            [self.pending, batch], promote_options="permissive")
+        table = batch if self.pending is None else arrow_events.concat([self.pending, batch])
         waiting = self.buffered
         times = np.asarray(table.column(self.time_field).to_numpy(), dtype=np.int64)
         new = times[waiting:]
@@ -183,7 +186,7 @@ class ColumnarKSlack:
         return pending.take(pa.array(order))
 
     def snapshot(self) -> dict[str, Any]:
-        rows = [] if self.pending is None else self.pending.to_pylist()
+        rows = [] if self.pending is None else arrow_events.events_from_batch(self.pending)
         return {"slack": self.slack, "time_field": self.time_field, "max_seen": self.max_seen,
                 "released": self.released, "pending": rows}
 
@@ -193,6 +196,5 @@ class ColumnarKSlack:
         ks.max_seen, ks.released = state["max_seen"], state["released"]
         rows = state["pending"]
         if rows:
-            names = dict.fromkeys(name for row in rows for name in row)
-            ks.pending = pa.table({n: [row.get(n) for row in rows] for n in names})
+            ks.pending = pa.Table.from_batches([arrow_events.batch_from_events(rows)])
         return ks

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from situflow.events import EventBatch
+from situflow.lang.attributes import AttributeTypes
 from situflow.results import Match, TrendResult
 
 Result = Match | TrendResult
@@ -58,6 +59,10 @@ class CompiledQuery(Protocol):
     def canonical(self) -> str: ...
 
     def describe(self) -> str: ...
+
+    # What the query requires of its events' attributes (SEMANTICS.md, typing rule).
+    @property
+    def attribute_types(self) -> AttributeTypes: ...
 
     def operator(self) -> Operator: ...
 

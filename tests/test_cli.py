@@ -90,3 +90,10 @@ def test_unknown_language_is_a_located_error(tmp_path, capsys):
 def test_every_example_query_checks(query, capsys):
     assert main(["check", str(query)]) == 0
     assert capsys.readouterr().out.startswith("-- ")
+
+
+def test_a_query_file_that_is_no_utf8_text_is_refused_with_exit_2(tmp_path, car7, capsys):
+    query = tmp_path / "latin1.tps"
+    query.write_bytes("FROM S -- caf\xe9\n".encode("latin-1"))
+    assert main(["run", str(query), "--input", str(car7)]) == 2
+    assert capsys.readouterr().err == f"situflow: {query}: not UTF-8 text (byte 13)\n"

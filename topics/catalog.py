@@ -18,7 +18,12 @@ topic                      written by  holds
                                        read or merge)
 ``matches.<query>``        matcher     TPStream and SASE+ results of one query
 ``trends.<query>``         trends      COGRA results of one query
+``errors.<query>``         deriver,    the messages one query failed on, with the exception in
+                           matcher,    headers (:mod:`workers.failures`); the input message
+                           trends      stays out of ``<stream>.dlq``: it is not at fault
 ``situflow.queries``       CLI         the query registry: compacted, keyed by query name
+``situflow.queries.status`` services   per query its last failure, read by ``situflow query
+                                       list``: compacted, keyed by query name
 =========================  ==========  ===========================================================
 
 Why these settings: ``<stream>.ordered`` and ``<stream>.late`` have as many partitions as
@@ -53,8 +58,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from situflow.codecs.arrow_events import CONTENT_TYPE as ARROW
+from situflow.codecs.event_time import DEFAULT_TIME_FIELD, check_time_unit
 from situflow.codecs.json_events import CONTENT_TYPE as JSON
-from situflow.codecs.json_events import DEFAULT_TIME_FIELD
 
 DAY_MS = 24 * 60 * 60 * 1000
 DEFAULT_RETENTION_MS = 7 * DAY_MS
@@ -69,6 +74,8 @@ DLQ_REASON_HEADER = "situflow.error.reason"
 DLQ_TOPIC_HEADER = "situflow.source.topic"
 DLQ_PARTITION_HEADER = "situflow.source.partition"
 DLQ_OFFSET_HEADER = "situflow.source.offset"
+#: On a dead letter of one event of an ordered batch: its seq (``SEQ_FIELD``) in the batch.
+SEQ_HEADER = "situflow.source.seq"
 
 #: Column K-slack adds to ``<stream>.ordered``: the event's input position, ``offset << 20 | row``
 #: (row within an Arrow message, 0 for JSON). With the event time it orders a key's events
@@ -100,6 +107,8 @@ class TopicRole(StrEnum):
     MATCHES = "matches"
     TRENDS = "trends"
     QUERIES = "queries"
+    ERRORS = "errors"
+    STATUS = "status"
 
 
 class CleanupPolicy(StrEnum):
@@ -164,9 +173,12 @@ class StreamSpec:
     key_fields: tuple[str, ...] = ()
     retention_ms: int | None = DEFAULT_RETENTION_MS
     unpartitioned: bool = False
+    # Seconds per event-time tick: the one event-time rule (situflow.codecs.event_time).
+    time_unit: float = 1.0
 
     def __post_init__(self) -> None:
         check_name(self.name)
+        check_time_unit(self.time_unit)
         if self.unpartitioned and self.key_fields:
             raise ValueError(f"stream {self.name!r}: an unpartitioned stream has no key "
                              f"attributes (got {', '.join(self.key_fields)})")
@@ -351,9 +363,43 @@ def control_topic(replication_factor: int = 1) -> TopicSpec:
         TopicRole.QUERIES,
         key=MessageSchema("the query name, UTF-8", ("text/plain",)),
         value=MessageSchema(
-            "JSON object {name, language, text, id, source, submitted_at} (topics.registry); "
+            "JSON object {name, language, text, id, source, submitted_at, stream?} "
+            "(topics.registry); "
             "null deletes the query"
         ),
+        partitions=1,
+        replication_factor=replication_factor,
+        cleanup_policy=CleanupPolicy.COMPACT,
+        retention_ms=-1,
+    )
+
+
+def error_topic(query: str, replication_factor: int = 1) -> TopicSpec:
+    """``errors.<query>``: the messages the query failed on, unchanged, with the DLQ headers
+    and the exception's (:mod:`workers.failures`). One partition, kept as long as DLQs."""
+    return TopicSpec(
+        f"errors.{query}",
+        TopicRole.ERRORS,
+        key=MessageSchema("the original key, unchanged"),
+        value=MessageSchema(
+            f"the original bytes, unchanged; headers {DLQ_REASON_HEADER}, {DLQ_TOPIC_HEADER}, "
+            f"{DLQ_PARTITION_HEADER}, {DLQ_OFFSET_HEADER}, situflow.error.class, "
+            "situflow.error.message, situflow.error.query", ("application/octet-stream",)),
+        partitions=1,
+        replication_factor=replication_factor,
+        retention_ms=DLQ_RETENTION_MS,
+    )
+
+
+def status_topic(name: str, replication_factor: int = 1) -> TopicSpec:
+    """``<registry>.status``: per query name its last failure (topics.registry.QueryStatus);
+    one partition, compacted, kept forever like the registry it describes."""
+    return TopicSpec(
+        name,
+        TopicRole.STATUS,
+        key=MessageSchema("the query name, UTF-8", ("text/plain",)),
+        value=MessageSchema("JSON object {name, id, state, service, error, at} "
+                            "(topics.registry.QueryStatus)"),
         partitions=1,
         replication_factor=replication_factor,
         cleanup_policy=CleanupPolicy.COMPACT,

@@ -7,15 +7,21 @@ One record per query, keyed by the query's name (UTF-8); the value is a JSON obj
 
 ``id`` is the compiled query's ``query_id`` (a hash of its canonical text, so a re-submit that
 only changes whitespace keeps it); ``source`` is the file it was submitted from, or null;
-``submitted_at`` is epoch milliseconds. A delete is a tombstone (the name with a null value),
-which compaction eventually turns into nothing. The topic has one partition, so every reader
+``submitted_at`` is epoch milliseconds. An optional ``stream`` object names the stream the
+query was checked against at submit, ``{"name": "cars", "key_fields": ["car_id"],
+"unpartitioned": false, "time_unit": 1.0}`` (records without it, or without a time unit,
+still read).
+A delete is a tombstone (the name with a null value), which compaction eventually turns into
+nothing. The topic has one partition, so every reader
 sees submits and deletes in the same order (:func:`topics.catalog.control_topic`).
 
 Writers: :func:`submit` compiles the query first, so an invalid query is never written (its
-``QueryError`` reaches the caller, which renders it ``FILE:line:col``), then creates the query's
-output topic (``matches.<name>`` for TPStream and SASE+, ``trends.<name>`` for COGRA) and
-writes the record; :func:`delete` writes the tombstone. Readers: :func:`list_queries` once,
-and :class:`RegistryWatcher` for services, which follow the topic while they run.
+``QueryError`` reaches the caller, which renders it ``FILE:line:col``), checks it against the
+stream as the services will (:mod:`topics.query_checks`; a :class:`QueryRefused`), then creates
+the query's output topic (``matches.<name>`` for TPStream and SASE+, ``trends.<name>`` for
+COGRA), its error topic ``errors.<name>`` and the status topic, and writes the record;
+:func:`delete` writes the tombstone. Readers: :func:`list_queries` once, and
+:class:`RegistryWatcher` for services, which follow the topic while they run.
 
 Reading "to the end" relies on the broker's ListOffsets(latest) answer. tansu 0.6 answers the
 base offset of the newest record batch + 1, which is only right when that batch holds one record
@@ -23,6 +29,10 @@ base offset of the newest record batch + 1, which is only right when that batch 
 own batch and the answer is exact. A batch of several records from another writer makes the
 answer point inside that batch; readers still apply the whole batch before they count as
 synced, because a fetch returns whole batches. ``tests/integration/test_registry.py`` pins both.
+
+**Status**: services write a query's failures (:mod:`workers.failures`) to the compacted topic
+``<registry topic>.status``, one :class:`QueryStatus` per query name, which ``situflow query
+list`` shows beside the query whose id it names (a re-submitted query starts with a clean slate).
 
 The topic name is ``situflow.queries`` unless ``SITUFLOW_QUERIES_TOPIC`` names another (tests,
 or several deployments sharing one Kafka); every function also takes ``topic=`` explicitly.
@@ -48,8 +58,19 @@ from aiokafka.structs import ConsumerRecord
 from situflow.errors import SituflowError
 from situflow.operator import QueryOptions
 from situflow.queries import compile_query
-from topics.catalog import QUERIES, QueryOutput, TopicRole, TopicSpec, control_topic, query_topic
+from topics.catalog import (
+    QUERIES,
+    QueryOutput,
+    StreamSpec,
+    TopicRole,
+    TopicSpec,
+    control_topic,
+    error_topic,
+    query_topic,
+    status_topic,
+)
 from topics.create import create_topics
+from topics.query_checks import check_query
 from workers.settings import KafkaSettings
 
 ENV_TOPIC = "SITUFLOW_QUERIES_TOPIC"
@@ -89,6 +110,10 @@ class RegistryRecordError(RegistryError):
     """A control-topic record that is no query record (readers log and skip it)."""
 
 
+class QueryRefused(RegistryError):
+    """A query the stream does not allow (:mod:`topics.query_checks`); nothing was written."""
+
+
 @dataclass(frozen=True)
 class QueryRecord:
     """One registered query, as stored in the control topic (see the module doc)."""
@@ -99,6 +124,8 @@ class QueryRecord:
     query_id: str
     submitted_at: int
     source: str | None = None
+    #: The stream it was checked against at submit (name, key fields, unpartitioned), if any.
+    stream: StreamSpec | None = None
     #: Where a reader found the record in the control topic (-1: not read from it). Services
     #: stamp their output with it so that a downstream service can tell whether it has read
     #: the same registration yet (:meth:`RegistryWatcher.reached`).
@@ -126,7 +153,7 @@ def registry_spec(topic: str | None = None, replication_factor: int = 1) -> Topi
 
 def encode_record(record: QueryRecord) -> tuple[bytes, bytes]:
     """The (key, value) of ``record`` in the control topic."""
-    value = {
+    value: dict[str, Any] = {
         "name": record.name,
         "language": record.language,
         "text": record.text,
@@ -134,6 +161,11 @@ def encode_record(record: QueryRecord) -> tuple[bytes, bytes]:
         "source": record.source,
         "submitted_at": record.submitted_at,
     }
+    if record.stream is not None:
+        value["stream"] = {"name": record.stream.name,
+                           "key_fields": list(record.stream.key_fields),
+                           "unpartitioned": record.stream.unpartitioned,
+                           "time_unit": record.stream.time_unit}
     return record.name.encode(), json.dumps(value).encode()
 
 
@@ -171,8 +203,20 @@ def decode_record(key: bytes | None, value: bytes | None) -> tuple[str, QueryRec
         raise RegistryRecordError(f"query {name!r}: unknown language {fields['language']!r}")
     return name, QueryRecord(
         name, fields["language"], fields["text"], fields["id"], fields["submitted_at"],
-        fields["source"],
+        fields["source"], _stream(name, fields.get("stream")),
     )
+
+
+def _stream(name: str, given: Any) -> StreamSpec | None:
+    if given is None:
+        return None
+    try:
+        return StreamSpec(given["name"], key_fields=tuple(given.get("key_fields", ())),
+                          unpartitioned=bool(given.get("unpartitioned", False)),
+                          time_unit=float(given.get("time_unit", 1.0)))
+    except (TypeError, KeyError, ValueError) as exc:
+        raise RegistryRecordError(f"query {name!r}: field 'stream' is not a stream "
+                                  f"({exc})") from None
 
 
 async def submit(
@@ -183,13 +227,23 @@ async def submit(
     source_path: str | None = None,
     topic: str | None = None,
     replication_factor: int = 1,
+    stream: StreamSpec | None = None,
 ) -> QueryRecord:
-    """Validate ``text``, create its output topic, register it as ``name``; return the record.
+    """Validate ``text`` (against ``stream`` if given), create its output and error topics,
+    register it as ``name``; return the record.
 
-    A query error (:class:`situflow.errors.QueryError`) propagates before anything is written.
-    Submitting a registered name replaces its query. Returns once the broker acknowledged.
+    A query error (:class:`situflow.errors.QueryError`) or a :class:`QueryRefused` propagates
+    before anything is written. Submitting a registered name replaces its query. Returns once
+    the broker acknowledged.
     """
-    compiled = compile_query(text, QueryOptions(name=name))
+    # Durations are converted with the stream's time unit, as the services will.
+    time_unit = 1.0 if stream is None else stream.time_unit
+    compiled = compile_query(text, QueryOptions(name=name, time_unit=time_unit))
+    if stream is not None:
+        try:
+            check_query(compiled, stream)
+        except SituflowError as exc:
+            raise QueryRefused(str(exc)) from None
     try:
         output = QueryOutput(name, OUTPUT_ROLES[compiled.language])
     except ValueError:
@@ -197,10 +251,12 @@ async def submit(
             f"query name {name!r} cannot name a topic: use letters, digits, '.', '_' or '-'"
         ) from None
     record = QueryRecord(name, compiled.language, text, compiled.query_id,
-                         time.time_ns() // 1_000_000, source_path)
+                         time.time_ns() // 1_000_000, source_path, stream)
     settings, topic = _settings(kafka), topic or registry_topic()
     await create_topics(settings, [registry_spec(topic, replication_factor),
-                                   query_topic(output, replication_factor)])
+                                   query_topic(output, replication_factor),
+                                   error_topic(name, replication_factor),
+                                   status_topic(status_topic_name(topic), replication_factor)])
     await _write(settings, topic, *encode_record(record))
     return record
 
@@ -232,6 +288,68 @@ async def list_queries(
     async with RegistryWatcher(kafka, topic=topic) as watcher:
         await watcher.wait_synced()
         return dict(watcher.queries)
+
+
+@dataclass(frozen=True)
+class QueryStatus:
+    """A query's last failure, as services write it to the status topic (module doc):
+    ``state`` is ``failed``, ``error`` the exception's class and message, ``at`` epoch ms."""
+
+    name: str
+    query_id: str
+    error: str
+    at: int
+    service: str
+    state: str = "failed"
+
+
+def status_topic_name(topic: str | None = None) -> str:
+    """The status topic of registry ``topic``: ``<registry topic>.status``."""
+    return f"{topic or registry_topic()}.status"
+
+
+def encode_status(status: QueryStatus) -> tuple[bytes, bytes]:
+    value = {"name": status.name, "id": status.query_id, "state": status.state,
+             "service": status.service, "error": status.error, "at": status.at}
+    return status.name.encode(), json.dumps(value).encode()
+
+
+def decode_status(value: bytes | None) -> QueryStatus | None:
+    """The status in a status-topic value; None for a tombstone or anything unreadable."""
+    try:
+        fields = json.loads(value) if value is not None else None
+        return None if fields is None else QueryStatus(
+            str(fields["name"]), str(fields["id"]), str(fields["error"]), int(fields["at"]),
+            str(fields["service"]), str(fields["state"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+async def read_statuses(kafka: str | KafkaSettings, *, topic: str | None = None
+                        ) -> dict[str, QueryStatus]:
+    """The last status of each query name: the status topic of registry ``topic`` read to
+    its end (created if missing, as the registry is)."""
+    settings = _settings(kafka)
+    spec = status_topic(status_topic_name(topic))
+    await create_topics(settings, [spec])
+    consumer = AIOKafkaConsumer(**settings.client_kwargs(), group_id=None,
+                                enable_auto_commit=False)
+    partition = TopicPartition(spec.name, _PARTITION)
+    statuses: dict[str, QueryStatus] = {}
+    await consumer.start()
+    try:
+        consumer.assign([partition])
+        await consumer.seek_to_beginning(partition)
+        end = (await consumer.end_offsets([partition]))[partition]
+        while await consumer.position(partition) < end:
+            fetched = await consumer.getmany(partition, timeout_ms=500)
+            for message in fetched.get(partition, ()):
+                status = decode_status(message.value)
+                if message.key is not None and status is not None:
+                    statuses[message.key.decode(errors="replace")] = status
+    finally:
+        await consumer.stop()
+    return statuses
 
 
 async def _write(settings: KafkaSettings, topic: str, key: bytes, value: bytes | None) -> None:

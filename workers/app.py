@@ -47,6 +47,9 @@ Environment of every service (besides the ``KAFKA_*`` connection of :mod:`worker
 =================================  ==========================================================
 ``SITUFLOW_STREAM``                input stream name (topic ``<stream>``); default ``events``
 ``SITUFLOW_TIME_FIELD``            event-time field; default ``ts``
+``SITUFLOW_TIME_UNIT``             seconds per event-time tick (default 1; ``0.001`` for a
+                                   stream of milliseconds): integer times are ticks, ISO-8601
+                                   times are converted to them, and so are query durations
 ``SITUFLOW_KEY_FIELDS``            comma-separated partition attributes (e.g. ``car_id``)
 ``SITUFLOW_UNPARTITIONED``         ``1``: the stream has none (thesis §5.6.3, ``workers.kslack``)
 ``SITUFLOW_PARTITIONS``            partitions of the stream's topics; default 4
@@ -60,6 +63,13 @@ Environment of every service (besides the ``KAFKA_*`` connection of :mod:`worker
 ``SITUFLOW_SITUATIONS_TOPIC``      situation batches from the deriver to the matcher; default
                                    ``situations`` (one such topic per stream: see
                                    :mod:`workers.matcher`)
+``SITUFLOW_ON_ERROR``              ``continue`` (default) or ``fail``: what a processing error
+                                   does (:mod:`workers.failures`)
+``SITUFLOW_QUARANTINE_AFTER``      crashes of the process at one message before it goes to the
+                                   DLQ, and within the crash window a crash loop; default 3
+``SITUFLOW_CRASH_WINDOW``          seconds; default 300
+``SITUFLOW_STALL_TIMEOUT``         seconds a partition's applied offset may stand still while
+                                   input waits before ``/health`` says not ready; default 60
 =================================  ==========================================================
 """
 
@@ -96,6 +106,7 @@ from topics.catalog import (
     SITUATIONS,
     StreamSpec,
 )
+from workers.failures import CrashRecord, error_headers
 from workers.settings import BrokerUnreachable, KafkaSettings, retry_unreachable
 
 #: Prometheus' text format; aiohttp refuses a charset parameter in ``content_type``.
@@ -135,6 +146,7 @@ class ServiceConfig:
             partitions=int(env.get("SITUFLOW_PARTITIONS", DEFAULT_PARTITIONS)),
             key_fields=keys,
             unpartitioned=env.get("SITUFLOW_UNPARTITIONED") == "1",
+            time_unit=float(env.get("SITUFLOW_TIME_UNIT", "1")),
         )
         return cls(
             service=service,
@@ -364,8 +376,27 @@ class ServiceMetrics:
                                  "From the input message's Kafka timestamp to its output being "
                                  "sent", ["service"], buckets=LATENCY_BUCKETS,
                                  registry=reg).labels(service)
+        self.unseen_attributes = Gauge(
+            "situflow_unseen_attributes", "Attributes a query uses that no event it evaluated "
+            "has carried yet (a typo yields nothing, silently)", ["service", "query"],
+            registry=reg).labels
         self.query_errors = Counter("situflow_query_errors", "Registered queries this service "
                                     "cannot evaluate", ["service"], registry=reg).labels(service)
+        self.processing_errors = Counter(
+            "situflow_processing_errors", "Messages whose processing raised (workers.failures); "
+            "query is empty where the message itself failed", ["service", "topic", "query"],
+            registry=reg).labels
+        self.input_lag = Gauge("situflow_input_lag", "Messages of an input partition not yet "
+                               "applied to its state (high watermark minus applied offset minus "
+                               "one)", ["service", "topic", "partition"], registry=reg)
+        self.restarts = Counter("situflow_restarts", "Crashes of this service's process found "
+                                "at its starts (workers.failures.CrashRecord)", ["service"],
+                                registry=reg).labels(service)
+        #: The last offset applied of an input partition (set by :meth:`follow`).
+        self.applied: Callable[[str, int], int] | None = None
+        self.crashes: CrashRecord | None = None
+        self.stall_timeout = float(os.environ.get("SITUFLOW_STALL_TIMEOUT", "60"))
+        self._progress: dict[tuple[str, int], tuple[int, float]] = {}  # (applied, since)
         self.service = service
         self.inputs = inputs
         #: Whether the query registry has been read to its end (True when not followed).
@@ -384,8 +415,16 @@ class ServiceMetrics:
         async def health_page(web: View, request: Request) -> Response:
             return web.json(self.health())
 
+    def follow(self, applied: Callable[[str, int], int], crashes: CrashRecord | None) -> None:
+        """Measure lag and stalls on ``applied(topic, partition)``, the last offset applied to a
+        partition's state; count the crashes the record found at this start."""
+        self.applied = applied
+        self.crashes = crashes
+        if crashes is not None and crashes.found is not None:
+            self.restarts.inc()
+
     async def update_lag(self) -> None:
-        """Set the lag gauge of each assigned partition of the input topics (at scrape time)."""
+        """Set the lag gauges of each assigned partition of the input topics (at scrape time)."""
         consumer = self._app.consumer
         if consumer is None:
             return
@@ -396,6 +435,35 @@ class ServiceMetrics:
                 if position is not None and highwater is not None:
                     self.lag.labels(self.service, tp.topic, str(tp.partition)).set(
                         max(0, highwater - position))
+        self.stalled()
+
+    def stalled(self, now: float | None = None) -> list[str]:
+        """The assigned input partitions whose applied offset has not moved for
+        ``SITUFLOW_STALL_TIMEOUT`` seconds although input waits (``topic[partition]``); sets
+        the applied-offset lag gauge on the way."""
+        consumer, applied = self._app.consumer, self.applied
+        if consumer is None or applied is None:
+            return []
+        now = time.monotonic() if now is None else now
+        # A transaction's commit marker takes an offset after its last record.
+        markers = 1 if self._app.conf.processing_guarantee.value == EXACTLY_ONCE else 0
+        stalled = []
+        for tp in consumer.assignment():
+            if tp.topic not in self.inputs:
+                continue
+            highwater = consumer.highwater(tp)
+            if highwater is None:
+                continue
+            last = applied(tp.topic, tp.partition)
+            waiting = highwater - last - 1
+            self.input_lag.labels(self.service, tp.topic, str(tp.partition)).set(max(0, waiting))
+            key = (tp.topic, tp.partition)
+            seen = self._progress.get(key)
+            if seen is None or seen[0] != last or waiting <= markers:
+                self._progress[key] = (last, now)
+            elif now - seen[1] >= self.stall_timeout:
+                stalled.append(f"{tp.topic}[{tp.partition}]")
+        return stalled
 
     def checkpointed(self, partition: int, size: int) -> None:
         self.checkpoints.inc()
@@ -407,21 +475,32 @@ class ServiceMetrics:
         app = self._app
         assigned = len(app.consumer.assignment()) if app.consumer else 0
         recovered = cast(Any, app.tables).recovery.completed.is_set()
-        ready = assigned > 0 and recovered and not app.rebalancing and self.registry_synced
+        stalled = self.stalled() if recovered and not app.rebalancing else []
+        crash_looping = self.crashes is not None and self.crashes.crash_looping()
+        ready = assigned > 0 and recovered and not app.rebalancing and self.registry_synced \
+            and not stalled and not crash_looping
         inputs = {topic: owned_partitions(app, topic) for topic in self.inputs}
         return {"service": self.service, "ready": ready, "assigned": assigned, "inputs": inputs,
                 "rebalancing": app.rebalancing, "tables_recovered": recovered,
-                "registry_synced": self.registry_synced, **self.health_details()}
+                "registry_synced": self.registry_synced, "stalled": stalled,
+                "crash_looping": crash_looping,
+                "recent_crashes": 0 if self.crashes is None else self.crashes.recent(),
+                **self.health_details()}
 
 
-def dlq_headers(message: Any, reason: str) -> list[tuple[str, bytes]]:
-    """Headers of a dead-letter record: why, and where the original message came from."""
-    return [
+def dlq_headers(message: Any, reason: str, error: BaseException | None = None,
+                query: str | None = None) -> list[tuple[str, bytes]]:
+    """Headers of a dead-letter record: why, and where the original message came from; for a
+    processing error also the exception's class and message, and the failing query."""
+    headers = [
         (DLQ_REASON_HEADER, reason.encode()),
         (DLQ_TOPIC_HEADER, message.topic.encode()),
         (DLQ_PARTITION_HEADER, str(message.partition).encode()),
         (DLQ_OFFSET_HEADER, str(message.offset).encode()),
     ]
+    if error is not None:
+        headers += error_headers(error, query)
+    return headers
 
 
 def owned_partitions(app: faust.App, topic: str) -> list[int]:

@@ -207,6 +207,9 @@ class EmbeddedBroker:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, "NO_COLOR": "1"},  # a plain log to quote in errors
+                # A Ctrl-C in the terminal reaches only the launcher, which stops the clients
+                # first: a broker gone before them would hang their shutdown.
+                process_group=0,
             )
 
     async def _wait_ready(self) -> None:

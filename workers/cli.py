@@ -2,7 +2,7 @@
 
     situflow up [--stream cars] [--key-fields car_id | --unpartitioned] [--slack K] [--query FILE ...]
     situflow demo [--events N] [--cars N] [--local]
-    situflow query submit QUERY_FILE [--name NAME]
+    situflow query submit QUERY_FILE [--name NAME] [--stream NAME] [--key-fields a,b | --unpartitioned]
     situflow query list [--json]
     situflow query delete NAME
     situflow topics create [--stream NAME ...] [--partitions N] [--replication-factor N]
@@ -14,7 +14,10 @@ run`` does not load aiokafka, and ``--help`` works without the kafka extra.
 Every command connects with :meth:`KafkaSettings.from_env` (``KAFKA_BOOTSTRAP_SERVERS`` and the
 SASL/TLS variables) and retries an unreachable broker with backoff for ``--wait`` seconds, then
 fails with one line and exit code 1. A query error prints ``QUERY_FILE:line:col: message`` and
-exits 2, as ``situflow check`` does. The registry topic is ``situflow.queries`` unless
+exits 2, as ``situflow check`` does; so does a query the stream does not allow (``query submit``
+checks it as the services will: :mod:`topics.query_checks`), as ``QUERY_FILE:1:1: message``.
+``query list`` shows a query that failed in the services (:mod:`workers.failures`) as
+``failed`` with its last error and when. The registry topic is ``situflow.queries`` unless
 ``SITUFLOW_QUERIES_TOPIC`` names another (:mod:`topics.registry`).
 
 To add a command: a handler ``_<command>(args) -> int`` wrapped in :func:`_kafka_command` if
@@ -27,10 +30,11 @@ import argparse
 import asyncio
 import functools
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from situflow.cli import EXIT_QUERY
 from situflow.errors import QueryError, SituflowError
@@ -68,6 +72,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     help="a stream without key attributes: TPStream queries only, in batches "
                          "(thesis 5.6.3); its input topic has one partition")
     up.add_argument("--time-field", default="ts")
+    up.add_argument("--time-unit", type=float, default=1.0, metavar="SECONDS",
+                    help="seconds per event-time tick (default: 1; 0.001 for milliseconds): "
+                         "ISO-8601 times and query durations are converted with it")
     up.add_argument("--partitions", type=int, default=4)
     up.add_argument("--slack", type=int, default=5, help="K, in event-time units")
     up.add_argument("--idle-timeout", type=float, default=5.0, help="seconds")
@@ -108,6 +115,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     submit.add_argument("query", type=Path, metavar="QUERY_FILE")
     submit.add_argument("--name", help="registered name, also in the output topic's name "
                                        "(default: the file name without extension)")
+    submit.add_argument("--stream", default=os.environ.get("SITUFLOW_STREAM", "events"),
+                        help="the stream the services evaluate it over (default: "
+                             "$SITUFLOW_STREAM, else events)")
+    submit.add_argument("--key-fields", default=os.environ.get("SITUFLOW_KEY_FIELDS", ""),
+                        help="the stream's key attributes, comma-separated, which the query "
+                             "must partition by (default: $SITUFLOW_KEY_FIELDS)")
+    submit.add_argument("--unpartitioned", action="store_true",
+                        default=os.environ.get("SITUFLOW_UNPARTITIONED") == "1",
+                        help="the stream has no key attributes: TPStream queries only "
+                             "(default: $SITUFLOW_UNPARTITIONED=1)")
+    submit.add_argument("--time-unit", type=float, metavar="SECONDS",
+                        default=float(os.environ.get("SITUFLOW_TIME_UNIT", "1")),
+                        help="the stream's seconds per event-time tick, which converts the "
+                             "query's durations (default: $SITUFLOW_TIME_UNIT, else 1)")
     submit.set_defaults(command=_query_submit)
     listing = actions.add_parser("list", parents=[connection], help="print the registered queries")
     listing.add_argument("--json", action="store_true",
@@ -213,19 +234,30 @@ def _demo(args: argparse.Namespace) -> int:
 
 @_kafka_command
 def _query_submit(args: argparse.Namespace) -> int:
-    from topics.registry import InvalidQueryName, submit
+    from topics.catalog import StreamSpec
+    from topics.registry import InvalidQueryName, QueryRefused, submit
 
     try:
-        text = args.query.read_text()
+        text = args.query.read_text(encoding="utf-8")
     except OSError as exc:
         raise CommandError(f"cannot read {args.query}: {exc.strerror}", EXIT_QUERY) from None
+    except UnicodeDecodeError as exc:
+        raise CommandError(f"{args.query}: not UTF-8 text (byte {exc.start})", EXIT_QUERY) from None
     name = args.name or args.query.stem
+    keys = tuple(f.strip() for f in args.key_fields.split(",") if f.strip())
     try:
-        record = _with_broker(
-            args, lambda kafka: submit(kafka, text, name=name, source_path=str(args.query))
-        )
+        stream = StreamSpec(args.stream, key_fields=keys, unpartitioned=args.unpartitioned,
+                            time_unit=args.time_unit)
+    except ValueError as exc:
+        raise CommandError(str(exc), EXIT_QUERY) from None
+    try:
+        record = _with_broker(args, lambda kafka: submit(
+            kafka, text, name=name, source_path=str(args.query), stream=stream))
     except QueryError as exc:
         print(exc.render(str(args.query), text), file=sys.stderr)
+        return EXIT_QUERY
+    except QueryRefused as exc:
+        print(f"{args.query}:1:1: {exc}", file=sys.stderr)
         return EXIT_QUERY
     except InvalidQueryName as exc:
         raise CommandError(f"{exc}; choose another with --name", EXIT_QUERY) from None
@@ -236,17 +268,36 @@ def _query_submit(args: argparse.Namespace) -> int:
 
 @_kafka_command
 def _query_list(args: argparse.Namespace) -> int:
-    from topics.registry import encode_record, list_queries
+    import json
+    from datetime import UTC, datetime
 
-    queries = _with_broker(args, list_queries)
+    from topics.registry import encode_record, list_queries, read_statuses
+
+    async def read(kafka: KafkaSettings) -> tuple[dict[str, Any], dict[str, Any]]:
+        return await list_queries(kafka), await read_statuses(kafka)
+
+    queries, statuses = _with_broker(args, read)
     records = [queries[name] for name in sorted(queries)]
+    # A status of an older text of the name is not this query's.
+    failed = {name: status for name, status in statuses.items()
+              if name in queries and status.query_id == queries[name].query_id}
     if args.json:
         for record in records:
-            print(encode_record(record)[1].decode())
+            value = json.loads(encode_record(record)[1])
+            status = failed.get(record.name)
+            if status is not None:
+                value["status"] = {"state": status.state, "error": status.error,
+                                   "at": status.at, "service": status.service}
+            print(json.dumps(value))
         return 0
     width = max((len(r.name) for r in records), default=0)
     for record in records:
-        print(f"{record.name:<{width}}  {record.language:<8}  {record.query_id}")
+        line = f"{record.name:<{width}}  {record.language:<8}  {record.query_id}"
+        status = failed.get(record.name)
+        if status is not None:
+            at = datetime.fromtimestamp(status.at / 1000, UTC).isoformat(timespec="seconds")
+            line += f"  failed at {at} in {status.service}: {status.error}"
+        print(line)
     return 0
 
 

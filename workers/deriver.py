@@ -129,10 +129,14 @@ async def derive_batches(evaluation: Evaluation, event: Any) -> list[Any]:
         derived, starts = derived_for(registered_at, before, registry)
         if not derived or not isinstance(operator, BatchDeriver):
             continue
-        def derive_one(op: BatchDeriver = operator) -> list[SituationBatch]:
-            return [op.derive(seq, events)]
+        accepted, rejected = await service.typed(name, event, events)
+        deliveries += rejected
 
-        output, error = service.run(name, event, derive_one)
+        def derive_one(op: BatchDeriver = operator, typed: EventBatch = accepted
+                       ) -> list[SituationBatch]:
+            return [op.derive(seq, typed)]
+
+        output, error = await service.run(evaluation, name, event, derive_one)
         if error:
             errors.append(error)
             continue

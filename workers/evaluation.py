@@ -32,6 +32,18 @@ Delivery is **at least once**: every result carries its deterministic id
 the value (``id``) and in the ``situflow.result.id`` header; consumers de-duplicate by it.
 A message that does not decode or that an operator rejects goes to the dead-letter topic of
 its input (``<stream>.dlq`` for ordered events) with the reason.
+
+Processing errors (:mod:`workers.failures`): an exception while a message is handled restores
+the partition from its checkpoint and replays without the message, which goes to its input's
+DLQ with the exception in headers. An exception in one query's operator is that query's fault:
+the partition replays skipping that query on that message, the message goes to the query's
+error topic ``errors.<query>`` (not to the input DLQ), ``situflow_processing_errors_total``
+counts it with the query's name, and the query is marked failed in the registry's status topic
+(``situflow query list``), at most every :data:`STATUS_INTERVAL` seconds. From then on the
+query runs on a copy of its operator (a snapshot round trip before each message, restored when
+it raises), so that its later failures cost no replay; it still runs on every message, so a
+transient fault recovers. ``SITUFLOW_TEST_FAIL_QUERY`` names a query whose operator raises on
+every message: it is read only by the integration tests, which need a query that fails.
 """
 
 from __future__ import annotations
@@ -40,6 +52,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -54,20 +67,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from situflow.codecs import arrow_events
-from situflow.codecs.json_events import decode_event
+from situflow.codecs.event_types import carried, conform
+from situflow.codecs.json_events import decode_event, encode_event
 from situflow.errors import InputError, QueryError, SequenceError, SituflowError
 from situflow.events import EventBatch
+from situflow.lang.attributes import AttributeTypes
 from situflow.operator import CompiledQuery, Operator, QueryOptions
-from situflow.queries import compile_query, partition_attributes
+from situflow.queries import compile_query
 from topics.catalog import (
     SEQ_FIELD,
+    SEQ_HEADER,
     QueryOutput,
     StreamSpec,
     TopicRole,
+    error_topic,
     query_topic,
+    status_topic,
     stream_topics,
 )
-from topics.registry import QueryRecord, RegistryWatcher
+from topics.create import create_topics
+from topics.query_checks import check_query
+from topics.registry import QueryRecord, QueryStatus, RegistryWatcher, encode_status, status_topic_name
 from workers.app import (
     ServiceConfig,
     ServiceMetrics,
@@ -77,11 +97,25 @@ from workers.app import (
     owned_partitions,
     state_table,
 )
+from workers.failures import (
+    CrashRecord,
+    Failure,
+    QueryFailed,
+    crash_test_marker,
+    describe,
+    on_error_setting,
+    plain,
+)
 from workers.partitions import PartitionStates
 
 RESULT_ID_HEADER = "situflow.result.id"
 #: Seconds a service waits for the registry to reach a registration that its input names.
 REGISTRY_WAIT = 10.0
+#: Seconds between two status records of one failing query (module doc).
+STATUS_INTERVAL = 5.0
+TEST_FAIL_QUERY = os.environ.get("SITUFLOW_TEST_FAIL_QUERY")  # module doc: tests only
+#: Events a query evaluates before the attributes none of them carried are logged.
+UNSEEN_AFTER = 1000
 #: The operators to run on a message: (query name, (query id, operator)).
 Operators = Sequence[tuple[str, tuple[str, Operator]]]
 #: Sends what one query's operator gave for a message; returns the deliveries.
@@ -106,6 +140,8 @@ class Queries:
         self.stream = stream
         self.prepare = prepare
         self.compiled: dict[str, CompiledQuery] = {}
+        # Per query what it requires of its events' attributes (the typing rule).
+        self.types: dict[str, AttributeTypes] = {}
         self.registered_at: dict[str, int] = {}
         self.version = 0
         #: Set once the queries are known: at once from a file, after reading the registry to
@@ -114,28 +150,16 @@ class Queries:
         self.known = asyncio.Event()
         self.registry: RegistryWatcher | None = None  # while following the registry
 
+    def options(self, name: str) -> QueryOptions:
+        """How the query ``name`` reads this service's stream (its time unit for durations)."""
+        return QueryOptions(name=name, time_unit=self.stream.time_unit)
+
     def check(self, query: CompiledQuery) -> None:
         """Raise ``SituflowError`` unless this service can evaluate ``query``."""
         if query.language not in self.languages:
             raise SituflowError(f"the {self.service} service evaluates "
                                 f"{'/'.join(sorted(self.languages))} queries, not {query.language}")
-        stream = self.stream
-        if stream.unpartitioned:
-            if query.language != "tpstream":
-                raise SituflowError(
-                    f"the {query.language} query {query.name!r} needs a keyed stream: "
-                    f"{stream.name!r} is unpartitioned, its events are spread over the ordered "
-                    "partitions in batches that only TPStream merges in sequence (thesis "
-                    "5.6.3); declare a stream with key attributes (SITUFLOW_KEY_FIELDS) and "
-                    "partition the query by them")
-            return
-        missing = [f for f in stream.key_fields if f not in partition_attributes(query)]
-        if missing:
-            raise SituflowError(
-                f"query {query.name!r} must partition by the stream's key attributes "
-                f"{', '.join(stream.key_fields)} (missing: {', '.join(missing)}): a query "
-                "partition may not span Kafka partitions (a TPStream query runs unpartitioned "
-                "on a stream declared unpartitioned: SITUFLOW_UNPARTITIONED=1)")
+        check_query(query, self.stream)
 
     def add(self, query: CompiledQuery, registered_at: int = -1) -> None:
         self.check(query)
@@ -143,11 +167,14 @@ class Queries:
         if current is not None and current.query_id == query.query_id:
             return  # the same text again: it goes on from its first registration
         self.compiled[query.name] = self.prepare(query)
+        self.types[query.name] = query.attribute_types.without(
+            {self.stream.time_field, "type", "id"})
         self.registered_at[query.name] = registered_at
         self.version += 1
 
     def remove(self, name: str) -> None:
         self.registered_at.pop(name, None)
+        self.types.pop(name, None)
         if self.compiled.pop(name, None) is not None:
             self.version += 1
 
@@ -223,7 +250,7 @@ def read_query_file(queries: Queries, env: dict[str, str] | os._Environ[str]) ->
     name = env.get("SITUFLOW_QUERY_NAME") or file.stem
     try:
         text = file.read_text()
-        queries.add(compile_query(text, QueryOptions(name=name)))
+        queries.add(compile_query(text, queries.options(name)))
     except OSError as exc:
         sys.exit(f"situflow {queries.service}: cannot read SITUFLOW_QUERY_FILE={file}: "
                  f"{exc.strerror}")
@@ -239,10 +266,12 @@ def decode_ordered(event: Any, stream: StreamSpec) -> pa.RecordBatch:
     if event.value is None:
         raise InputError("empty message (null value)")
     if arrow_events.is_arrow(event.message.headers):
-        batch = arrow_events.decode_batch(event.value, time_field=stream.time_field)
+        batch = arrow_events.decode_batch(event.value, time_field=stream.time_field,
+                                          time_unit=stream.time_unit)
     else:
         batch = arrow_events.batch_from_events(
-            [decode_event(event.value, time_field=stream.time_field)])
+            [decode_event(event.value, time_field=stream.time_field,
+                          time_unit=stream.time_unit)])
     if SEQ_FIELD not in batch.schema.names:
         raise InputError(f"an ordered event lacks its {SEQ_FIELD!r}: not written by K-slack")
     return batch
@@ -309,11 +338,14 @@ def key_groups(batch: pa.RecordBatch, fields: Sequence[str]) -> tuple[list[str],
             column = batch.column(name)
         except KeyError:
             raise InputError(f"missing partition attribute {name!r}") from None
-        try:
-            encoded = pc.dictionary_encode(column, null_encoding="encode")
-            distinct, indices = encoded.dictionary.to_pylist(), encoded.indices.to_numpy()
-        except pa.ArrowNotImplementedError:  # nested values: each row is its own entry
-            distinct, indices = column.to_pylist(), np.arange(batch.num_rows)
+        if arrow_events.is_json_text(batch.schema.field(name)):  # the values, not their text
+            distinct, indices = arrow_events.values_of(batch, name), np.arange(batch.num_rows)
+        else:
+            try:
+                encoded = pc.dictionary_encode(column, null_encoding="encode")
+                distinct, indices = encoded.dictionary.to_pylist(), encoded.indices.to_numpy()
+            except pa.ArrowNotImplementedError:  # nested values: each row is its own entry
+                distinct, indices = column.to_pylist(), np.arange(batch.num_rows)
         by_repr: dict[str, int] = {}
         same = np.array([by_repr.setdefault(repr(v), i) for i, v in enumerate(distinct)],
                         dtype=np.int64)
@@ -367,9 +399,21 @@ class EvaluatingService:
         self.dlq = self.topic(dlq_name)
         self.output_role = output_role
         self.outputs: dict[str, Any] = {}
+        self.errors: dict[str, Any] = {}  # per query its error topic, once created
+        self.failing: dict[str, str] = {}  # query name -> id of a query that failed (module doc)
+        # Per query the attributes it uses that no event carried yet, and the events it saw.
+        self.unseen: dict[str, set[str]] = {}
+        self.events_seen: dict[str, int] = {}
+        self.unseen_logged: set[str] = set()
+        self.status_sent: dict[str, float] = {}  # query name -> monotonic time
+        self.status = self.topic(status_topic_name())
+        crashes = CrashRecord.from_env(config.data_dir)
         self.states = PartitionStates(
             app, state_table(app, table, config, "per input partition: query operators and key "
-                             "positions"), load, store, observe=metrics.checkpointed)
+                             "positions"), load, store, observe=metrics.checkpointed,
+            crashes=crashes, on_error=on_error_setting())
+        metrics.follow(lambda topic, partition: self.states.applied(partition, topic), crashes)
+        self.crash_on = crash_test_marker()
         if os.environ.get("SITUFLOW_REGISTRY") == "1":
             follow_registry(app, config, queries, metrics)
         else:
@@ -394,15 +438,19 @@ class EvaluatingService:
         async def on_message(event: Any) -> None:
             await queries.known.wait()
             partition = event.message.partition
+            if self.crash_on is not None and self.crash_on in (event.value or b""):
+                os.kill(os.getpid(), signal.SIGKILL)  # TEST_CRASH_ENV: tests only
             metrics.messages_in(service, event.message.topic).inc()
-            evaluation = states.get(partition)
-            evaluation.sync(queries)
-            deliveries = await evaluate(evaluation, event)
-            states.changed(partition, evaluation, event, deliveries)
-            metrics.latency.observe(message_age(event.message, time.time()))
+            try:
+                evaluation = states.get(partition)
+                evaluation.sync(queries)
+                deliveries = await evaluate(evaluation, event)
+                states.changed(partition, evaluation, event, deliveries)
+            finally:  # also when it failed: the message was handled (workers.failures)
+                metrics.latency.observe(message_age(event.message, time.time()))
 
         async def agent(stream_: Any) -> None:
-            await states.consume(stream_, self.ticks_name, on_message)
+            await states.consume(stream_, self.ticks_name, on_message, on_poison=self.poisoned)
 
         self.app.agent(self.source, name=f"{self.app.conf.id}-evaluate")(agent)
 
@@ -438,7 +486,10 @@ class EvaluatingService:
             return []
         deliveries, errors = [], []
         for name, (query_id, operator) in operators:
-            output, error = self.run(name, event, partial(operator.process, events))
+            accepted, rejected = await self.typed(name, event, events)
+            deliveries += rejected
+            output, error = await self.run(evaluation, name, event,
+                                           partial(operator.process, accepted))
             if error:
                 errors.append(error)
             deliveries += await emit(name, query_id, output)
@@ -446,11 +497,58 @@ class EvaluatingService:
             deliveries.append(await self.dead_letter(event, "; ".join(errors)))
         return deliveries
 
-    def run(self, name: str, event: Any, process: Callable[[], Sequence[Any]]
-            ) -> tuple[Sequence[Any], str | None]:
-        """``process()``'s output, or the reason it failed: nothing an operator raises may
-        stop the partition."""
+    async def typed(self, name: str, event: Any, events: EventBatch
+                    ) -> tuple[EventBatch, list[Any]]:
+        """The events of a message that follow query ``name``'s typing rule
+        (:mod:`situflow.codecs.event_types`), and the deliveries of the others to the DLQ."""
+        accepted = conform(events, self.queries.types[name])
+        deliveries = [await self.reject(event, events, seq, f"query {name}: {reason}")
+                      for seq, reason in accepted.rejected]
+        self.observe_attributes(name, accepted.batch)
+        return accepted.batch, deliveries
+
+    async def reject(self, event: Any, events: EventBatch, seq: int, reason: str) -> Any:
+        """Send one event that breaks a query's typing rule (:mod:`situflow.codecs.event_types`)
+        to ``<stream>.dlq`` alone, as a JSON event, with the reason; the message's other events
+        are evaluated."""
+        i = int(np.flatnonzero(events.seq == seq)[0])
+        record = events.record(i, self.stream.time_field)
+        self.metrics.dlq(self.service, self.dlq.get_topic_name()).inc()
+        headers = [*dlq_headers(event.message, reason), (SEQ_HEADER, str(seq).encode())]
+        return await self.dlq.send(key=event.key, value=encode_event(record), headers=headers)
+
+    def observe_attributes(self, name: str, events: EventBatch) -> None:
+        """Count the attributes query ``name`` uses that no event has carried yet (a typo
+        yields nothing, silently): a gauge, and a log line once it has seen
+        :data:`UNSEEN_AFTER` events without one."""
+        unseen = self.unseen.setdefault(name, set(self.queries.types[name].used))
+        if not unseen:
+            return
+        unseen -= carried(events, unseen)
+        seen = self.events_seen[name] = self.events_seen.get(name, 0) + len(events)
+        self.metrics.unseen_attributes(self.service, name).set(len(unseen))
+        if unseen and seen >= UNSEEN_AFTER and name not in self.unseen_logged:
+            self.unseen_logged.add(name)
+            self.app.log.warning("query %s uses %s, which none of its first %d events carried "
+                                 "(a typo?)", name, ", ".join(sorted(unseen)), seen)
+
+    async def run(self, evaluation: Evaluation, name: str, event: Any,
+                  process: Callable[[], Sequence[Any]]) -> tuple[Sequence[Any], str | None]:
+        """``process()``'s output, or the reason the message is to be dead-lettered (an input
+        the operator rejects). Anything else an operator raises is the query's failure
+        (module doc): skipped on a replay, restored from the copy of a failing query, or else
+        raised as :class:`QueryFailed` for the partition to replay."""
+        for failure in self.states.failures(event):
+            if failure.query == name:
+                await self.query_failed(name, event, failure.exception)
+                return [], None
+        current = evaluation.operators.get(name)
+        copy = None
+        if current is not None and self.failing.get(name) == current[0]:
+            copy = json.loads(json.dumps(current[1].snapshot(), default=plain))
         try:
+            if name == TEST_FAIL_QUERY:
+                raise RuntimeError(f"SITUFLOW_TEST_FAIL_QUERY={name}")
             return process(), None
         except InputError as exc:
             return [], f"query {name}: {exc.reason}"
@@ -458,9 +556,55 @@ class EvaluatingService:
             self.app.log.error("query %s: %s", name, exc)
             return [], f"query {name}: {exc}"
         except Exception as exc:
-            self.app.log.exception("query %s failed on %s[%s]@%s", name, event.message.topic,
-                                   event.message.partition, event.message.offset)
-            return [], f"query {name}: internal error: {exc!r}"
+            if current is None or copy is None:
+                raise QueryFailed(name, exc) from exc
+            evaluation.operators[name] = (current[0], self.queries.compiled[name].restore(copy))
+            await self.query_failed(name, event, exc)
+            return [], None
+
+    async def query_failed(self, name: str, event: Any, exc: BaseException) -> None:
+        """Report query ``name``'s failure on ``event`` (module doc): its error topic, the
+        processing-errors counter, its status; it runs on a copy from now on."""
+        message = event.message
+        query = self.queries.compiled.get(name)
+        query_id = "" if query is None else query.query_id
+        self.failing[name] = query_id
+        self.metrics.processing_errors(self.service, message.topic, name).inc()
+        topic = self.errors.get(name)
+        if topic is None:
+            spec = error_topic(name)
+            await self.create(spec, status_topic(status_topic_name()))
+            topic = self.errors[name] = self.topic(spec.name)
+        await topic.send(key=event.key, value=event.value, headers=dlq_headers(
+            message, f"query {name} failed: {describe(exc)}", exc, name))
+        now = time.monotonic()
+        if now - self.status_sent.get(name, -STATUS_INTERVAL) >= STATUS_INTERVAL:
+            self.status_sent[name] = now
+            self.app.log.error("query %s failed on %s[%s]@%s: %s (its failures are in %s, "
+                               "logged every %gs)", name, message.topic, message.partition,
+                               message.offset, describe(exc), topic.get_topic_name(),
+                               STATUS_INTERVAL)
+            key, value = encode_status(QueryStatus(name, query_id, describe(exc),
+                                                   time.time_ns() // 1_000_000, self.service))
+            await self.status.send(key=key, value=value)
+
+    async def create(self, *specs: Any) -> None:
+        """Create topics this service writes that may not exist yet (a query from a file was
+        never submitted); a refusal is logged, and the send goes on (Kafka may create it)."""
+        try:
+            await create_topics(self.config.kafka, list(specs))
+        except Exception as exc:  # a broker that refuses: the error records still try
+            self.app.log.error("cannot create %s: %s", ", ".join(s.name for s in specs), exc)
+
+    async def poisoned(self, event: Any, failure: Failure) -> None:
+        """A message found to fail (not a query's fault): to its input's DLQ, counted."""
+        topic = event.message.topic
+        dlq = self.dlq if topic == self.ordered else self.topic(f"{topic}.dlq")
+        self.metrics.processing_errors(self.service, topic, "").inc()
+        self.metrics.dlq(self.service, dlq.get_topic_name()).inc()
+        await dlq.send(key=event.key, value=event.value, headers=dlq_headers(
+            event.message, f"processing failed: {describe(failure.exception)}",
+            failure.exception))
 
     async def send_results(self, name: str, query_id: str, results: Sequence[Any]) -> list[Any]:
         """Send one query's results to its output topic, each with its id; the deliveries."""
@@ -491,6 +635,16 @@ class EvaluatingService:
                               headers=dlq_headers(event.message, reason))
 
 
+def check_time_unit_of(record: QueryRecord, stream: StreamSpec) -> None:
+    """Raise unless ``record`` was submitted for ``stream``'s time unit (if it names one): its
+    durations would mean other times here than were checked at submit."""
+    if record.stream is not None and record.stream.time_unit != stream.time_unit:
+        raise SituflowError(
+            f"it was submitted for a stream of {record.stream.time_unit:g} s per tick, and "
+            f"{stream.name!r} has {stream.time_unit:g} (SITUFLOW_TIME_UNIT); submit it again "
+            "with the stream's time unit")
+
+
 def follow_registry(app: faust.App, config: ServiceConfig, queries: Queries,
                     metrics: ServiceMetrics) -> None:
     """Keep ``queries`` equal to the registry's queries of this service's languages; the
@@ -506,7 +660,8 @@ def follow_registry(app: faust.App, config: ServiceConfig, queries: Queries,
             queries.remove(name)  # the name may have held a query of ours before
             return
         try:
-            queries.add(compile_query(record.text, QueryOptions(name=name)), record.offset)
+            check_time_unit_of(record, queries.stream)
+            queries.add(compile_query(record.text, queries.options(name)), record.offset)
         except (QueryError, SituflowError) as exc:
             queries.remove(name)
             metrics.query_errors.inc()

@@ -8,15 +8,20 @@ Kafka partition, not per key, because downstream each partition has one operator
 keys, whose windows and run expiry follow one event-time clock. Every released
 event carries its input position in the :data:`topics.catalog.SEQ_FIELD` column. Events older
 than what was already released go to ``<stream>.late`` (a JSON message unchanged, the late rows
-of an Arrow message as an Arrow message); messages that do not decode go, unchanged, to
-``<stream>.dlq`` with the reason in the headers. No input stops the service.
+of an Arrow message as an Arrow message), with the DLQ headers of their source message and a
+reason that says how late against which released time, e.g. ``event time 12 is 7 before the
+released time 19 (slack 5)``; messages that do not decode go, unchanged, to ``<stream>.dlq``
+with the reason in the headers. No input stops the service: a message whose processing raises
+goes to ``<stream>.dlq`` with the exception (:mod:`workers.failures`).
 
 State: per input partition, its K-slack buffer and the events released but not yet sent,
 checkpointed to the ``buffers`` table (RocksDB, changelogged) with the input offset they hold,
 as :mod:`workers.partitions` explains (which applies each input message once, in order).
 Replaying the input after a restart releases the same events in the same
 order, so downstream recognises repeats by position; the one decision that depends on timing,
-the idle flush, is checkpointed before its events are sent.
+the idle flush, is checkpointed before its events are sent, and no later checkpoint of a
+worker that lost the partition meanwhile can undo it (checkpoints are fenced by an epoch,
+:mod:`workers.partitions`).
 
 Producers must key input messages so that one partition key stays in one partition (the
 catalog's ``key_fields``): the evaluating services keep a key's state in its partition.
@@ -41,9 +46,8 @@ releases again in the same order, so a restart from a checkpoint cuts and number
 batches as before the crash; an idle flush's cut, the one decision taken by the clock, is
 checkpointed before its batch is sent, and batches cut but not yet sent are in the checkpoint.
 The batch settings are kept in the state: a restarted service cuts as before, whatever its
-environment says. A batch also ends before released events whose attributes do not fit its
-Arrow schema (an attribute that changes type); where depends on how the input was read, so
-that cut, like an idle flush's, is checkpointed before its batch is sent.
+environment says. An attribute whose type changes between events never cuts a batch: such a
+column is held as JSON text (:func:`situflow.codecs.arrow_events.unify`).
 
 K-slack also reads the query registry (``SITUFLOW_REGISTRY=1``) and heads each batch with how
 many registry records it had read when it cut the batch, and the batch before: a query
@@ -62,7 +66,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +78,8 @@ from faust.types import TP
 
 from situflow.codecs import arrow_events
 from situflow.codecs.errors import InputError
-from situflow.codecs.json_events import decode_event, encode_event
+from situflow.codecs.event_types import arrow_key_problem, key_problem
+from situflow.codecs.json_events import decode_event
 from situflow.kslack import ColumnarKSlack
 from situflow.tpstream.situation_batches import EventSlicer
 from topics.catalog import (
@@ -95,6 +102,14 @@ from workers.app import (
     state_table,
 )
 from workers.evaluation import check_stream
+from workers.failures import (
+    TEST_RAISE_ENV,
+    CrashRecord,
+    Failure,
+    crash_test_marker,
+    describe,
+    on_error_setting,
+)
 from workers.partitions import PartitionStates
 
 config = ServiceConfig.from_env("kslack")
@@ -169,7 +184,6 @@ class Buffer:
     inbox: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
     sent_at: float = field(default_factory=time.monotonic)  # when the outbox was last sent
     batcher: Batcher | None = None  # of an unpartitioned stream
-    settle: bool = False  # a cut to checkpoint before its batch is sent (module doc)
 
     @property
     def outgoing(self) -> int:
@@ -193,14 +207,15 @@ def load(value: Any) -> Buffer:
 
 
 def store(buffer: Buffer) -> dict[str, Any]:
-    outbox = [row for table in buffer.outbox for row in table.to_pylist()]
+    outbox = [row for table in buffer.outbox for row in arrow_events.events_from_batch(table)]
     batcher = buffer.batcher
     return {"kslack": buffer.kslack.snapshot(), "outbox": outbox,
             "batcher": None if batcher is None else {
                 "slicer": dataclasses.asdict(batcher.slicer), "next_seq": batcher.next_seq,
                 "position": batcher.position, "registry": batcher.registry,
                 "ready": [{"seq": b.seq, "registry_before": b.registry_before,
-                           "registry": b.registry, "events": b.events.to_pylist()}
+                           "registry": b.registry,
+                           "events": arrow_events.events_from_batch(b.events)}
                           for b in batcher.ready]}}
 
 
@@ -210,7 +225,11 @@ def table_of(rows: list[dict[str, Any]]) -> pa.Table:
 
 buffers = state_table(app, "buffers", INPUT,
                       "per input partition: K-slack buffers and the input offset they hold")
-states = PartitionStates(app, buffers, load, store, observe=metrics.checkpointed)
+crashes = CrashRecord.from_env(config.data_dir)
+states = PartitionStates(app, buffers, load, store, observe=metrics.checkpointed,
+                         crashes=crashes, on_error=on_error_setting())
+metrics.follow(lambda topic, partition: states.applied(partition, topic), crashes)
+CRASH_ON, RAISE_ON = crash_test_marker(), crash_test_marker(TEST_RAISE_ENV)
 buffered: dict[int, int] = {}  # per partition, for the buffer-size gauge
 #: The query registry an unpartitioned stream's batches count the records of; set once it has
 #: been read to its end, before which nothing is cut (module doc).
@@ -233,19 +252,29 @@ else:
 
 @app.agent(source)
 async def reorder(stream: Any) -> None:
-    await states.consume(stream, TICKS, on_message, on_tick)
+    await states.consume(stream, TICKS, on_message, on_tick, on_poison=poisoned)
 
 
 async def on_message(event: Any) -> None:
     await registry_read.wait()
-    message = event.message
-    partition = message.partition
     metrics.messages_in("kslack", RAW).inc()
+    if CRASH_ON is not None and CRASH_ON in (event.value or b""):
+        os.kill(os.getpid(), signal.SIGKILL)  # TEST_CRASH_ENV: tests only
+    try:
+        await handle(event)
+    finally:  # also when it failed: the message was handled (workers.failures)
+        metrics.latency.observe(message_age(event.message, time.time()))
+
+
+async def handle(event: Any) -> None:
+    partition = event.message.partition
     buffer = states.get(partition)
     buffer.last_input = time.monotonic()
     states.changed(partition, buffer, event, await take_in(buffer, event))
     lingered = time.monotonic() - buffer.sent_at >= LINGER
-    if buffer.inbox and (states.due(partition) or lingered or len(buffer.inbox) >= INBOX_BATCH):
+    # A careful replay (workers.failures) pushes each event at once, so a failure is its own.
+    if buffer.inbox and (states.due(partition) or lingered or len(buffer.inbox) >= INBOX_BATCH
+                         or states.careful(partition)):
         states.changed(partition, buffer, deliveries=await push_inbox(buffer))
     if buffer.batcher is not None:
         if lingered:  # the inbox was pushed: its clock restarts
@@ -255,7 +284,6 @@ async def on_message(event: Any) -> None:
     elif buffer.outgoing >= OUTPUT_BATCH or lingered:
         states.changed(partition, buffer, deliveries=await send_ordered(partition, buffer))
     set_buffered(partition, buffer.kslack.buffered)
-    metrics.latency.observe(message_age(message, time.time()))
 
 
 async def take_in(buffer: Buffer, event: Any) -> list[Any]:
@@ -265,13 +293,15 @@ async def take_in(buffer: Buffer, event: Any) -> list[Any]:
     arrow = arrow_events.is_arrow(event.message.headers)
     try:
         if not arrow:
-            record = decode_event(value_of(event), time_field=STREAM.time_field)
-            check_partition_key(record)
+            record = decode_event(value_of(event), time_field=STREAM.time_field,
+                                  time_unit=STREAM.time_unit)
+            check_partition_key(record, lambda name: key_problem(name, record[name]))
             buffer.inbox.append((event, record))
             metrics.events_in("kslack", RAW).inc()
             return []
-        batch = arrow_events.decode_batch(value_of(event), time_field=STREAM.time_field)
-        check_partition_key(batch.schema.names)
+        batch = arrow_events.decode_batch(value_of(event), time_field=STREAM.time_field,
+                                          time_unit=STREAM.time_unit)
+        check_partition_key(batch.schema.names, lambda name: arrow_key_problem(name, batch))
     except InputError as error:
         return [await dead_letter(event, error.reason)]
     metrics.events_in("kslack", RAW).inc(batch.num_rows)
@@ -281,26 +311,18 @@ async def take_in(buffer: Buffer, event: Any) -> list[Any]:
 
 
 async def push_inbox(buffer: Buffer) -> list[Any]:
-    """Push the waiting JSON events as one table; if their attributes conflict, one by one,
-    so that only the conflicting events go to the dead-letter topic."""
+    """Push the waiting JSON events as one table (whatever their attributes' types: columns
+    that disagree are held as JSON text, :mod:`situflow.codecs.arrow_events`)."""
     entries, buffer.inbox = buffer.inbox, []
     if not entries:
         return []
     sources = {event.message.offset << ROW_BITS: event for event, _ in entries}
-    try:
-        return await push(buffer, json_table(entries), sources)
-    except (InputError, pa.ArrowInvalid, pa.ArrowTypeError):
-        deliveries = []
-        for entry in entries:
-            try:
-                deliveries += await push(buffer, json_table([entry]), sources)
-            except (InputError, pa.ArrowInvalid, pa.ArrowTypeError) as error:
-                deliveries.append(await dead_letter(
-                    entry[0], f"attributes do not fit the buffered events: {error}"))
-        return deliveries
+    return await push(buffer, json_table(entries), sources)
 
 
 def json_table(entries: list[tuple[Any, dict[str, Any]]]) -> pa.Table:
+    if RAISE_ON is not None and any(RAISE_ON in event.value for event, _ in entries):
+        raise RuntimeError(f"{TEST_RAISE_ENV}: a bug while pushing the inbox")
     batch = arrow_events.batch_from_events([record for _, record in entries])
     seq = pa.array([event.message.offset << ROW_BITS for event, _ in entries], pa.int64())
     return pa.Table.from_batches([batch]).append_column(SEQ_FIELD, seq)
@@ -309,27 +331,39 @@ def json_table(entries: list[tuple[Any, dict[str, Any]]]) -> pa.Table:
 async def push(buffer: Buffer, table: pa.Table, sources: dict[int, Any],
                arrow_message: Any = None) -> list[Any]:
     """Push ``table`` into the K-slack buffer; late rows go to ``<stream>.late``: a JSON
-    event's message unchanged (``sources`` by seq), an Arrow message's rows as Arrow."""
-    try:
-        released, too_late = buffer.kslack.push(table)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
-        if arrow_message is None:
-            raise
-        return [await dead_letter(arrow_message,
-                                  f"attributes do not fit the buffered events: {error}")]
+    event's message unchanged (``sources`` by seq), an Arrow message's rows as Arrow; each
+    with the DLQ headers, whose reason says how late against which released time."""
+    before = buffer.kslack.released
+    released, too_late = buffer.kslack.push(table)
     if released.num_rows:
         release(buffer, released)
     if not too_late.num_rows:
         return []
     metrics.late("kslack", LATE).inc(too_late.num_rows)
+    times = too_late.column(STREAM.time_field).to_pylist()
+    after = buffer.kslack.released
     if arrow_message is not None:
         rows = too_late.drop_columns([SEQ_FIELD]).combine_chunks().to_batches()[0]
+        earliest = min(times)
+        reason = (f"{len(times)} event(s) with event times {earliest}..{max(times)}: the "
+                  f"earliest is {late_by(earliest, before, after)}")
         return [await late.send(key=arrow_message.key, value=arrow_events.encode_batch(rows),
                                 partition=arrow_message.message.partition,
-                                headers=arrow_events.HEADERS)]
+                                headers=[*arrow_events.HEADERS,
+                                         *dlq_headers(arrow_message.message, reason)])]
     originals = [sources[seq] for seq in too_late.column(SEQ_FIELD).to_pylist()]
-    return [await late.send(key=e.key, value=e.value, partition=e.message.partition)
-            for e in originals]
+    return [await late.send(key=e.key, value=e.value, partition=e.message.partition,
+                            headers=dlq_headers(e.message, f"event time {ts} is "
+                                                f"{late_by(ts, before, after)}"))
+            for e, ts in zip(originals, times, strict=True)]
+
+
+def late_by(ts: int, before: int | None, after: int | None) -> str:
+    """How late event time ``ts`` is, against the released time it came after: the one
+    before the push if it was late already then, else the one the push reached."""
+    against = before if before is not None and ts < before else after
+    return f"{against - ts if against is not None else '?'} before the released time " \
+           f"{against} (slack {SLACK})"
 
 
 def value_of(event: Any) -> bytes:
@@ -338,11 +372,24 @@ def value_of(event: Any) -> bytes:
     return bytes(event.value)
 
 
-def check_partition_key(names: Any) -> None:
-    """Raise InputError when a key field is missing: downstream state is split by them."""
+def check_partition_key(names: Any, problem: Callable[[str], str | None]) -> None:
+    """Raise InputError when a key field is missing, or ``problem(name)`` says its value is
+    no single value (the typing rule, :mod:`situflow.codecs.event_types`): downstream state is
+    split by them."""
     for name in STREAM.key_fields:
         if name not in names:
             raise InputError(f"missing partition attribute {name!r}")
+        reason = problem(name)
+        if reason is not None:
+            raise InputError(reason)
+
+
+async def poisoned(event: Any, failure: Failure) -> None:
+    """A message found to fail while it was processed (workers.failures): to the DLQ."""
+    metrics.processing_errors("kslack", RAW, "").inc()
+    metrics.dlq("kslack", DLQ).inc()
+    await dlq.send(key=event.key, value=event.value, headers=dlq_headers(
+        event.message, f"processing failed: {describe(failure.exception)}", failure.exception))
 
 
 async def dead_letter(event: Any, reason: str) -> Any:
@@ -352,24 +399,16 @@ async def dead_letter(event: Any, reason: str) -> Any:
 
 
 async def send_ordered(partition: int, buffer: Buffer) -> list[Any]:
-    """The outbox, in release order, as one Arrow message to the same partition number (as
-    JSON messages, one per event, if the events' attributes do not fit one Arrow schema)."""
+    """The outbox, in release order, as one Arrow message to the same partition number."""
     released, buffer.outbox = buffer.outbox, []
     buffer.sent_at = time.monotonic()
     if not released:
         return []
-    messages: list[tuple[bytes, list[tuple[str, bytes]] | None]]
-    try:
-        table = pa.concat_tables(released, promote_options="permissive").combine_chunks()
-        messages = [(arrow_events.encode_batch(table.to_batches()[0]), arrow_events.HEADERS)]
-        count = table.num_rows
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        rows = [row for part in released for row in part.to_pylist()]
-        messages = [(encode_event(row), None) for row in rows]
-        count = len(rows)
-    deliveries = [await ordered.send(value=value, partition=partition, headers=headers)
-                  for value, headers in messages]
-    metrics.messages_out("kslack", ORDERED).inc(len(messages))
+    table = arrow_events.concat(released).combine_chunks()
+    count = table.num_rows
+    deliveries = [await ordered.send(value=arrow_events.encode_batch(table.to_batches()[0]),
+                                     partition=partition, headers=arrow_events.HEADERS)]
+    metrics.messages_out("kslack", ORDERED).inc()
     metrics.events_out("kslack", ORDERED).inc(count)
     return deliveries
 
@@ -422,14 +461,6 @@ def slice_released(buffer: Buffer, batcher: Batcher, released: pa.Table) -> None
     positions = pa.array(np.arange(start, batcher.position, dtype=np.int64))
     released = released.set_column(released.schema.get_field_index(SEQ_FIELD), SEQ_FIELD,
                                    positions)
-    if buffer.outbox:
-        try:
-            pa.unify_schemas([t.schema for t in (*buffer.outbox, released)],
-                             promote_options="permissive")
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            batcher.slicer.close()  # one batch is one Arrow message
-            end_batch(buffer, batcher)
-            buffer.settle = True
     times = np.asarray(released.column(STREAM.time_field).to_numpy(), dtype=np.int64)
     done = 0
     for cut in batcher.slicer.cuts(times):
@@ -446,7 +477,7 @@ def end_batch(buffer: Buffer, batcher: Batcher) -> None:
     gets the next number and is ready to send."""
     if not buffer.outbox:
         return
-    events = pa.concat_tables(buffer.outbox, promote_options="permissive").combine_chunks()
+    events = arrow_events.concat(buffer.outbox).combine_chunks()
     buffer.outbox = []
     read = registry[0].position if registry else 0
     batcher.ready.append(Batch(batcher.next_seq, batcher.registry, read, events))
@@ -455,15 +486,8 @@ def end_batch(buffer: Buffer, batcher: Batcher) -> None:
 
 
 async def send_batches(partition: int, buffer: Buffer) -> None:
-    """Send the ready batches, each as one Arrow message to partition ``seq mod partitions``
-    (after a checkpoint if a cut must be settled)."""
+    """Send the ready batches, each as one Arrow message to partition ``seq mod partitions``."""
     assert buffer.batcher is not None
-    if buffer.settle:
-        if buffer.inbox:
-            states.changed(partition, buffer, deliveries=await push_inbox(buffer))
-        buffer.settle = False
-        states.changed(partition, buffer)
-        await states.checkpoint(partition)
     ready, buffer.batcher.ready = buffer.batcher.ready, []
     deliveries = []
     for batch in ready:

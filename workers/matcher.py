@@ -11,6 +11,17 @@ SASE+ queries run on the ordered events as before. The batch format, the skippin
 steps and how a batch waits for the matcher to read its query's registration are in
 :mod:`workers.situation_matching`.
 
+**The ordered events are fetched only while a SASE+ query is registered**: the TPStream
+queries read the situations topic, and every ordered message would be fetched for nothing.
+While none is, the ordered partitions are paused (:meth:`PartitionStates.idle
+<workers.partitions.PartitionStates.idle>`; the service's ``inputs`` in ``/health`` and its
+lag and stall gauges leave the topic out). When one is registered, they are fetched again from
+where they stopped, and the messages written meanwhile are applied without a SASE+ query
+reading them, up to the end offset each partition had then: a query begins with the next
+message after its registration, as it did while the topic was read all along (from the next
+message the matcher handles). This is in memory: a matcher that restarts and restores an older
+checkpoint evaluates what it replays, as for any query registered after that checkpoint.
+
 One agent consumes both inputs: the deriver writes a partition's batches to the *same
 partition number* of the situations topic, so a partition key's situations and events reach
 the same worker, and both inputs share the partition's state (operators and positions), its
@@ -58,13 +69,14 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
+from faust.types import TP
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from situflow.errors import InputError
 from situflow.tpstream.batch_merger import MAX_PENDING
 from situflow.tpstream.situation_matcher import SituationMatcher
 from topics.catalog import dlq_topic, situations_topic
-from workers.app import ServiceConfig, run
+from workers.app import ServiceConfig, owned_partitions, run
 from workers.evaluation import EvaluatingService, Evaluation
 from workers.situation_matching import (
     BatchMatcher,
@@ -90,12 +102,39 @@ app, queries, metrics = service.app, service.queries, service.metrics
 situations_dlq = service.topic(dlq_topic(situations_topic(name=SITUATIONS)).name)
 
 
+ORDERED = service.ordered
+#: Per ordered partition, the offset from which SASE+ queries read its messages (module doc).
+events_from: dict[int, int] = {}
+
+
 async def evaluate(evaluation: Evaluation, event: Any) -> list[Any]:
-    if event.message.topic == SITUATIONS:
+    message = event.message
+    if message.topic == SITUATIONS:
         return await match(evaluation, event)
+    if message.offset < events_from.get(message.partition, 0):
+        return []
     over_events = [(name, query) for name, query in evaluation.operators.items()
                    if not isinstance(query[1], SituationMatcher)]
     return await service.evaluate_events(evaluation, event, over_events, service.send_results)
+
+
+async def fetch_events() -> None:
+    """Pause the ordered partitions while no SASE+ query is registered; fetch them again when
+    one is, SASE+ queries reading from the end each had then (module doc)."""
+    if not queries.known.is_set() or app.rebalancing:
+        return  # (after a rebalance, every partition the worker owns gets its end offset)
+    wanted = any(query.language == "sase" for query in queries.compiled.values())
+    if wanted == (ORDERED in metrics.inputs):
+        return
+    if wanted:
+        tps = [TP(ORDERED, p) for p in owned_partitions(app, ORDERED)]
+        ends = await app.consumer.highwaters(*tps) if tps else {}
+        events_from.update({tp.partition: end for tp, end in ends.items()})
+        metrics.inputs = service.inputs
+        service.states.idle(())
+    else:
+        metrics.inputs = tuple(topic for topic in service.inputs if topic != ORDERED)
+        service.states.idle((ORDERED,))
 
 
 async def match(evaluation: Evaluation, event: Any) -> list[Any]:
@@ -110,11 +149,12 @@ async def match(evaluation: Evaluation, event: Any) -> list[Any]:
             await queries.catch_up(message.registered_at):
         evaluation.sync(queries)
     if message.batch is None:
-        matches, error = service.run(message.query, event, lambda: match_situations(
-            evaluation.operators, evaluation.positions, message))
+        matches, error = await service.run(evaluation, message.query, event,
+                                           lambda: match_situations(evaluation.operators,
+                                                                    evaluation.positions, message))
     else:
-        matches, error = service.run(message.query, event,
-                                     lambda: match_batch(evaluation.operators, message))
+        matches, error = await service.run(evaluation, message.query, event,
+                                           lambda: match_batch(evaluation.operators, message))
     deliveries = await service.send_results(message.query, message.query_id, matches)
     if error:
         deliveries.append(await service.dead_letter(event, error, situations_dlq))
@@ -145,6 +185,8 @@ class MergeCollector:
 
 
 service.evaluate_with(evaluate)
+if not UNPARTITIONED:
+    app.timer(interval=0.5)(fetch_events)
 metrics.registry.register(MergeCollector())
 metrics.buffered_situations.set_function(
     lambda: sum(buffered_situations(op) for op in service.operators()))

@@ -29,28 +29,50 @@ checkpoint up to 509 and was first handed offset 629). Faust also skips *and ack
 messages of an older generation still queued after a rebalance. So the group can commit past
 input whose effect is in no checkpoint; a worker resuming there would lose that input and apply
 what follows to a state that misses it (a deriver once derived one situation over car events 6
-and 32). And a worker that lost its partitions can still write a checkpoint after the new
-owner's (nothing fences it without transactions). Messages are therefore applied to the state
-strictly in offset order, per input topic partition:
+and 32). Messages are therefore applied to the state strictly in offset order, per input
+topic partition:
 
 - a message at or before the last offset applied is a *repeat* (the committed offset lagged
   the checkpoint, or the consumer delivered it twice): not applied; acknowledged if the stored
   checkpoint holds it;
 - the next offset is applied;
-- a later offset reveals a *gap*: it is never applied. The partition *rewinds*: it seeks the
-  consumer back to the next offset it needs and drops, seeking again, every later message
-  the consumer still delivers from before the seek, until that offset arrives. Input that
-  retention deleted before it was applied is skipped with an error in the log.
+- a later offset reveals a *gap*: it is never applied. The partition *rewinds* the topic, with
+  one seek: Faust's fetch loop still delivers the rest of a batch fetched before a seek after
+  it, and each such message moves its read offset, below which it drops what it fetches, the
+  offsets sought among them. So the rewind pauses the topic partition (Faust's
+  ``pause_partitions``: the fetch loop skips its records) and sends the partition a tick of
+  its own; meanwhile every later message is dropped. The tick comes after every batch fetched
+  before the pause: then the rewind seeks the consumer back to the next offset it needs and
+  resumes. Faust lets a paused partition through while its agent's buffer is full; a later
+  message delivered after the seek then starts another round. Input that retention deleted
+  before it was applied is skipped with an error in the log.
 
 Until a rebalance ends, Faust delivers messages while it still seeks every partition to the
 group's committed offset, which can undo a seek of ours and leave a partition waiting at the
 end of its input for a message that never comes. So nothing is applied while the app
-rebalances, and each partition's inputs are sought to its checkpoint after (on a tick).
+rebalances, and each partition's inputs are rewound to its checkpoint after (on a tick).
+A service may also pause input topics it has nothing to do with (:meth:`PartitionStates.idle`,
+the matcher's ordered events while no SASE+ query is registered); a rewind leaves them paused.
 
 So whatever checkpoint a worker restores, the latest or an older one, it applies the same input
 after it and reaches the same state; what it sends again consumers drop by result id or by
 position (at-least-once, ARCHITECTURE.md). Output that depends on timing rather than input (the
 K-slack idle flush) is checkpointed before it is sent (:mod:`workers.kslack`).
+
+**Checkpoints are fenced by an epoch.** A worker that lost its partitions without knowing it
+(a zombie: its session timed out while it was busy) can still write a checkpoint after the new
+owner's, and a changelog restores the last write of a key. Its checkpoint holds the same input
+as one the new owner could reach, except for what timing decided: a K-slack idle flush the new
+owner checkpointed and sent would be undone, and its events released again later. So each
+owner writes its checkpoints of ``p`` under a key of its own, ``p@<counter>.<generation>``
+(:func:`checkpoint_key`): at the restore it takes the highest epoch stored, restores that
+checkpoint and writes its own with the next counter; its first checkpoint deletes the older
+keys, and the restore ignores what a zombie writes under its own, lower, epoch later. The
+counter is what orders owners: it grows with every restore, even where the broker repeats a
+consumer-group generation (tansu gave generation 1 to two joins in one log). The generation
+breaks the tie between two owners that restored the same checkpoint (the zombie had written
+none of its own yet): on Kafka the later owner's is higher; where it is equal too, the key is
+the same and the last write wins, as without fencing.
 
 Table writes go to the changelog partition of the *current* Faust event, so a checkpoint of
 ``p`` runs only while handling a message or a tick of partition ``p``. Ticks come from an
@@ -69,9 +91,18 @@ own (every ``broker_commit_interval``), so ticks and repeats, too, are acknowled
 next checkpoint: any commit then holds exactly the checkpoints' effects. Offsets may skip
 (transaction markers, aborted records): within a generation a later offset is the next message,
 only the first message of a topic after a restore is checked against the checkpoint, and after a
-rewind the first message the consumer delivers at or before the one that revealed the gap is
-the next one. A zombie (a worker that lost its partitions) is fenced by the transactional id,
-which is the partition's.
+rewind's seek the first message the consumer delivers at or before the one that revealed the
+gap (or before the consumer's position when the restore rewound it) is the next one. A rewind's
+tick is sent in the transaction, so it comes after that commits. A zombie (a worker that lost
+its partitions) is fenced by the transactional id, which is the partition's.
+
+**Processing errors** (:mod:`workers.failures`): an exception while a message or tick of a
+partition is handled drops the partition's memory, as a restarted agent would, but for that
+partition alone and without a restart: its next message restores the checkpoint and reveals a
+gap, and the input is replayed from the checkpoint, with the failing message skipped
+(:meth:`PartitionStates.failures`, ``on_poison``) once it is known, or one message at a time
+(:meth:`PartitionStates.careful`) until it is. What the replay sends again, consumers drop as
+after any restore; with transactions, it joins the open transaction a second time.
 """
 
 from __future__ import annotations
@@ -81,9 +112,11 @@ import contextlib
 import json
 import logging
 import os
+import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Generic, TypeVar, cast
 
 import faust
@@ -92,12 +125,41 @@ from faust.transport.consumer import Consumer
 from faust.types import TP
 from faust.types.enums import ProcessingGuarantee
 
+from workers.failures import (
+    CONTINUE,
+    EXIT_PROCESSING_ERROR,
+    FAIL,
+    CrashRecord,
+    Failure,
+    Quarantined,
+    QueryFailed,
+    describe,
+    plain,
+)
+
 S = TypeVar("S")
 
 #: Seconds between checkpoints of a partition; the bound on work redone after a crash.
 CHECKPOINT_INTERVAL = float(os.environ.get("SITUFLOW_CHECKPOINT_INTERVAL", "1.0"))
 
 logger = logging.getLogger(__name__)
+
+
+def checkpoint_key(partition: int, epoch: tuple[int, int]) -> str:
+    """The table key of ``partition``'s checkpoints written in ``epoch`` (module doc)."""
+    return f"{partition}@{epoch[0]}.{epoch[1]}"
+
+
+def checkpoints(table: Any, partition: int) -> list[tuple[tuple[int, int], str]]:
+    """The epochs and keys of ``partition``'s checkpoints in ``table``, the highest epoch last:
+    the one to restore."""
+    prefix = f"{partition}@"
+    found = []
+    for key in list(table.keys()):
+        if key.startswith(prefix):
+            counter, generation = key[len(prefix):].split(".")
+            found.append(((int(counter), int(generation)), key))
+    return sorted(found)
 
 
 @dataclass
@@ -113,6 +175,8 @@ class _Partition(Generic[S]):
     deliveries: list[Awaitable[Any]] = field(default_factory=list)  # sent, not yet awaited
     dirty: bool = False
     checkpointed_at: float = field(default_factory=time.monotonic)
+    epoch: tuple[int, int] = (0, 0)  # of this owner's checkpoints (module doc, fencing)
+    superseded: list[str] = field(default_factory=list)  # keys of older epochs, to delete
 
 
 class PartitionStates(Generic[S]):
@@ -132,6 +196,8 @@ class PartitionStates(Generic[S]):
         store: Callable[[S], Any],
         interval: float = CHECKPOINT_INTERVAL,
         observe: Callable[[int, int], None] | None = None,
+        crashes: CrashRecord | None = None,
+        on_error: str = CONTINUE,
     ) -> None:
         self.app = app
         self.table = table
@@ -147,6 +213,20 @@ class PartitionStates(Generic[S]):
         self._inputs: list[str] = []  # its topics but the ticks
         self._ticks: Any = None  # the ticks topic, once consume() runs
         self._generation = 0
+        # Rewinds (module doc): the inputs paused until the tick with this value comes, to be
+        # sought back then; the inputs this worker paused; the topics not to fetch at all.
+        self._seeking: dict[TP, bytes] = {}
+        self._rewinds = 0
+        self._paused: set[TP] = set()
+        self._idle: frozenset[str] = frozenset()
+        # Poison messages (workers.failures): what to skip on a replay, per (topic, partition)
+        # and offset; per partition, the offsets up to which a replay goes one message at a
+        # time; per partition, the last message handled.
+        self.crashes = crashes
+        self.on_error = on_error
+        self._poison: dict[tuple[str, int], dict[int, list[Failure]]] = {}
+        self._careful: dict[int, dict[str, int]] = {}
+        self._last: dict[int, Any] = {}
         # (mode's stubs type receivers as a union of callables, which mypy cannot match)
         cast(Any, app.on_partitions_revoked).connect(self._forget)
         cast(Any, app.on_partitions_assigned).connect(self._assigned)
@@ -154,6 +234,7 @@ class PartitionStates(Generic[S]):
     def _forget(self, *args: Any, **kwargs: Any) -> None:
         self._generation += 1
         self._parts.clear()
+        self._seeking.clear()
 
     async def _assigned(self, sender: Any, assigned: set[TP], **kwargs: Any) -> None:
         """Forget everything, and send each assigned partition a tick: the first one it
@@ -161,6 +242,7 @@ class PartitionStates(Generic[S]):
         also when no input comes after the group's committed offset to reveal that it passed
         the checkpoint (the timer sends more until one does)."""
         self._forget()
+        self._repause(set(assigned))
         if self._ticks is None:
             return
         now = time.monotonic()
@@ -177,12 +259,15 @@ class PartitionStates(Generic[S]):
     def _part(self, partition: int) -> _Partition[S]:
         part = self._parts.get(partition)
         if part is None:
-            stored = self.table.get(str(partition))
-            value = None if stored is None else json.loads(stored)
+            stored = checkpoints(self.table, partition)
+            value = json.loads(self.table[stored[-1][1]]) if stored else None
             state = self.load(None if value is None else value["state"])
             offsets = {} if value is None else value["offsets"]
-            part = self._parts[partition] = _Partition(state, offsets, dict(offsets),
-                                                       dict(offsets))
+            counter = stored[-1][0][0] + 1 if stored else 0
+            part = self._parts[partition] = _Partition(
+                state, offsets, dict(offsets), dict(offsets),
+                epoch=(counter, self.app.consumer_generation_id),
+                superseded=[key for _, key in stored])
         return part
 
     def get(self, partition: int) -> S:
@@ -255,29 +340,138 @@ class PartitionStates(Generic[S]):
         ticks: str,
         on_message: Callable[[Any], Awaitable[None]],
         on_tick: Callable[[int], Awaitable[None]] | None = None,
+        on_poison: Callable[[Any, Failure], Awaitable[None]] | None = None,
     ) -> None:
         """The loop of a stateful service's agent over its input and ``ticks`` topics:
         ``on_message`` handles each input message to apply, in offset order (and reports its
         effect through :meth:`changed` or :meth:`hold`), ``on_tick`` a tick of a partition;
-        a partition checkpoints after either when it is due."""
+        a partition checkpoints after either when it is due. An exception while handling
+        either restores the partition from its checkpoint and replays; ``on_poison`` is
+        given the message found to fail, in place of ``on_message`` (:mod:`workers.failures`).
+        """
         # A restarted agent (Faust restarts one that raised) starts from the checkpoints: the
         # message that failed may have changed the state halfway.
         self._forget()
+        self._repause(set(self.app.consumer.assignment()))
         self._stream = stream.noack()  # acknowledged at checkpoints
         self._inputs = [topic for topic in stream.channel.topics if topic != ticks]
         self._ticks = self.app.topic(ticks, key_serializer="raw", value_serializer="raw")
         async for event in self._stream.events():
             partition = event.message.partition
+            handle: Callable[[], Awaitable[None]] | None = None
             if event.message.topic == ticks:
                 self.tick_arrived(partition)
                 await self._position(partition)
+                await self._seek_back(partition, event.value)
                 await self._acknowledge(self._part(partition), event)
                 if on_tick is not None:
-                    await on_tick(partition)
+                    handle = partial(on_tick, partition)
             elif await self._admit(event):
-                await on_message(event)
-            if self.due(partition):
-                await self.checkpoint(partition)
+                handle = partial(self._handle, event, on_message, on_poison)
+            try:
+                if handle is not None:
+                    await handle()
+                if self.due(partition):
+                    await self.checkpoint(partition)
+            except Exception as exc:  # workers.failures: no message may stop the service
+                self._failed(event, exc, tick=event.message.topic == ticks)
+
+    def failures(self, event: Any) -> list[Failure]:
+        """The failures found earlier at this message (empty but on a replay after one): the
+        queries to skip on it (:mod:`workers.failures`)."""
+        if not self._poison:
+            return []
+        message = event.message
+        return self._poison.get((message.topic, message.partition), {}).get(message.offset, [])
+
+    def careful(self, partition: int) -> bool:
+        """Whether the partition replays one message at a time to find the one that failed:
+        a service then does nothing of a message's work later (K-slack pushes at once)."""
+        return partition in self._careful
+
+    async def _handle(self, event: Any, on_message: Callable[[Any], Awaitable[None]],
+                      on_poison: Callable[[Any, Failure], Awaitable[None]] | None) -> None:
+        message = event.message
+        topic, partition, offset = message.topic, message.partition, message.offset
+        self._last[partition] = event
+        skip = [f for f in self.failures(event) if f.query is None]
+        crashes = self.crashes
+        if not skip and crashes is not None and crashes.quarantined(topic, partition, offset):
+            skip = [Failure(Quarantined(
+                f"{topic}[{partition}]@{offset} crashed the worker process "
+                f"{crashes.crashes_at(topic, partition, offset)} times"))]
+        if skip:
+            logger.error("%s[%d]@%d: skipped, to the dead-letter topic: %s", topic, partition,
+                         offset, describe(skip[0].exception))
+            if on_poison is not None:
+                await on_poison(event, skip[0])
+            self.hold(partition, event)
+            self._settle(partition)
+            return
+        if crashes is not None:
+            crashes.begin(topic, partition, offset)
+        try:
+            await on_message(event)
+            careful = self._careful.get(partition)
+            if careful is not None:
+                part = self._part(partition)
+                json.dumps(self.store(part.state), default=plain)  # raises here, not later
+                if all(part.applied.get(t, -1) >= o for t, o in careful.items()):
+                    del self._careful[partition]
+        finally:
+            if crashes is not None:
+                crashes.end()
+        if any(f.query is not None for f in self.failures(event)):
+            self._settle(partition)
+
+    def _settle(self, partition: int) -> None:
+        """Checkpoint after this message: a failure after it replays from here."""
+        part = self._parts.get(partition)
+        if part is not None:
+            part.checkpointed_at = float("-inf")
+
+    def _failed(self, event: Any, exc: Exception, tick: bool) -> None:
+        """Restore the partition from its checkpoint and mark what to skip or how to replay
+        (:mod:`workers.failures`)."""
+        message = event.message
+        partition = message.partition
+        where = f"{message.topic}[{partition}]" + ("" if tick else f"@{message.offset}")
+        if self.on_error == FAIL:
+            logger.critical("%s: %s; stopping (SITUFLOW_ON_ERROR=fail)", where, describe(exc),
+                            exc_info=exc)
+            logging.shutdown()
+            sys.stderr.flush()
+            os._exit(EXIT_PROCESSING_ERROR)
+        part = self._parts.get(partition)
+        if part is None:
+            return  # revoked meanwhile: its next owner restores the checkpoint anyway
+        careful = self._careful.pop(partition, None)
+        query = isinstance(exc, QueryFailed) and not tick
+        # At a tick of a careful replay, the last message handled is the one to blame.
+        blamed = event if not tick else self._last.get(partition) if careful is not None else None
+        if blamed is None or not (query or careful is not None):
+            # Not known to be this message's fault: replay one message at a time up to here.
+            self._careful[partition] = dict(part.applied)
+            logger.warning("%s: %s; replaying partition %d from its checkpoint to find the "
+                           "message", where, describe(exc), partition, exc_info=exc)
+            self._restart(partition)
+            return
+        failure = Failure(exc.cause, exc.query) if isinstance(exc, QueryFailed) else Failure(exc)
+        target = blamed.message
+        logger.warning("%s[%d]@%d: %s; replaying from the checkpoint without it",
+                       target.topic, partition, target.offset, describe(exc), exc_info=exc)
+        poison = self._poison.setdefault((target.topic, partition), {})
+        poison.setdefault(target.offset, []).append(failure)
+        # What a checkpoint holds is never replayed: forget its failures.
+        for offset in [o for o in poison if o <= part.stored.get(target.topic, -1)]:
+            del poison[offset]
+        self._restart(partition)
+
+    def _restart(self, partition: int) -> None:
+        """Drop the partition's memory: its next message restores the checkpoint and reveals
+        a gap, which rewinds the input to the checkpoint (or a tick positions it)."""
+        self._parts.pop(partition, None)
+        self._last.pop(partition, None)
 
     async def _admit(self, event: Any) -> bool:
         """Whether ``event`` is the next message of its topic partition, to apply; rewinds the
@@ -296,30 +490,42 @@ class PartitionStates(Generic[S]):
             # positioned after (_position), which brings this message again.
             return False
         found = part.rewinding.get(topic)
+        seeking = message.tp in self._seeking
         skipped = False  # over transaction markers: only where the consumer cannot be stale
-        if self.exactly_once:
+        if self.exactly_once and not seeking:
             skipped = offset <= found if found is not None else topic in part.running
         if offset == applied + 1 or skipped:
             self._apply(part, topic, offset)
             return True
+        if seeking:
+            return False  # from before the pause: dropped, the seek comes with the tick
         generation = self._generation
         if found is None:
             part.rewinding[topic] = offset
             logger.warning("%s[%d]: offset %d comes after %d, the last in the state; "
                            "rewinding to %d", topic, message.partition, offset, applied,
                            applied + 1)
-            first = (await self.app.consumer.earliest_offsets(message.tp))[message.tp]
-            if generation != self._generation:
-                return False
-            if first > applied + 1:
-                logger.warning("%s[%d]: offsets %d..%d were deleted before they were "
-                               "applied; resuming at %d", topic, message.partition,
-                               applied + 1, first - 1, first)
-                part.applied[topic] = applied = first - 1
-                if offset == first:
-                    self._apply(part, topic, offset)
-                    return True
-        await self._seek(message.tp, applied + 1, generation)
+        else:
+            # Delivered after the seek: retention deleted what was sought, or the consumer was
+            # not paused (Faust lets a partition whose agent buffer was full through); the
+            # message may be the next one only at or before this offset.
+            logger.info("%s[%d]: offset %d came after the seek to %d", topic,
+                        message.partition, offset, applied + 1)
+            part.rewinding[topic] = max(found, offset)
+        first = (await self.app.consumer.earliest_offsets(message.tp))[message.tp]
+        if generation != self._generation:
+            return False
+        if first > applied + 1:
+            logger.warning("%s[%d]: offsets %d..%d were deleted before they were applied; "
+                           "resuming at %d", topic, message.partition, applied + 1, first - 1,
+                           first)
+            part.applied[topic] = applied = first - 1
+            if offset == first:
+                self._apply(part, topic, offset)
+                return True
+        # Faust's message.tp is aiokafka's TopicPartition, which resume_partitions would put
+        # among Faust's active partitions, where its fetcher asserts TP.
+        await self._rewind(TP(topic, message.partition), generation)
         return False
 
     async def _acknowledge(self, part: _Partition[S], event: Any) -> None:
@@ -337,8 +543,8 @@ class PartitionStates(Generic[S]):
         part.applied[topic] = offset
 
     async def _position(self, partition: int) -> None:
-        """Once after a restore, when the rebalance has ended: seek each input that no message
-        has come from yet, and whose consumer is past the checkpoint, back to the checkpoint's
+        """Once after a restore, when the rebalance has ended: rewind each input that no message
+        has come from yet, and whose consumer is past the checkpoint, to the checkpoint's
         offset. The first message from it is then checked as any (:meth:`_admit`)."""
         part = self._part(partition)
         if part.positioned or self.app.rebalancing:
@@ -346,23 +552,63 @@ class PartitionStates(Generic[S]):
         part.positioned = True
         generation = self._generation
         for topic in self._inputs:
-            if topic in part.running or topic in part.rewinding:
-                continue
             tp = TP(topic, partition)
+            if topic in part.running or topic in part.rewinding or tp in self._seeking:
+                continue
             position = await self.app.consumer.position(tp)
+            if generation != self._generation:
+                return
             applied = part.applied.get(topic, -1)
             if position is not None and position > applied + 1:
                 logger.info("%s[%d]: resuming at %d after the checkpoint, not at %d",
                             topic, partition, applied + 1, position)
-                await self._seek(tp, applied + 1, generation)
+                # Fetched before the seek, every message is before the position.
+                part.rewinding[topic] = position - 1
+                await self._rewind(tp, generation)
 
-    async def _seek(self, tp: TP, offset: int, generation: int) -> None:
-        """Seek ``tp`` back to ``offset``, unless the partition was revoked meanwhile."""
+    async def _rewind(self, tp: TP, generation: int) -> None:
+        """Pause ``tp`` and send its partition a tick of its own: the seek back waits for it
+        (:meth:`_seek_back`), unless the partition was revoked meanwhile."""
         if generation != self._generation:
             return
-        # IllegalStateError: no longer assigned; its next owner restores the checkpoint
-        with contextlib.suppress(IllegalStateError):
-            await self.app.consumer.seek_wait({tp: offset})
+        self._rewinds += 1
+        tag = f"rewind {self._rewinds}".encode()
+        self._seeking[tp] = tag
+        self._paused.add(tp)
+        self.app.consumer.pause_partitions({tp})
+        await self._ticks.send(value=tag, partition=tp.partition)
+
+    async def _seek_back(self, partition: int, tag: bytes | None) -> None:
+        """The tick of a rewind came after every record fetched before its pause, which the
+        pause kept from the agent: seek the input back to the next offset the partition needs,
+        once, and fetch it again (unless it is idle)."""
+        for tp in [tp for tp, sent in self._seeking.items() if sent == tag]:
+            del self._seeking[tp]
+            generation = self._generation
+            # IllegalStateError: no longer assigned; its next owner restores the checkpoint
+            with contextlib.suppress(IllegalStateError):
+                await self.app.consumer.seek_wait({tp: self.applied(partition, tp.topic) + 1})
+            if generation == self._generation and tp.topic not in self._idle:
+                self._paused.discard(tp)
+                self.app.consumer.resume_partitions({tp})
+
+    def _repause(self, assigned: set[TP]) -> None:
+        """Of the ``assigned`` inputs, pause those of idle topics and those a rewind waits on,
+        and fetch the others this worker paused again (after a rebalance or a restart of the
+        agent, which forget rewinds, or a change of the idle topics)."""
+        paused = {tp for tp in assigned if tp.topic in self._idle or tp in self._seeking}
+        self.app.consumer.resume_partitions((self._paused & assigned) - paused)
+        self.app.consumer.pause_partitions(paused)
+        self._paused = paused
+
+    def idle(self, topics: Iterable[str]) -> None:
+        """Fetch none of the input ``topics`` (Faust's pause): the service has nothing to do
+        with their messages now (:mod:`workers.matcher`). Topics idle before and not now are
+        fetched again from where they stopped."""
+        idle = frozenset(topics)
+        if idle != self._idle:
+            self._idle = idle
+            self._repause(set(self.app.consumer.assignment()))
 
     async def checkpoint(self, partition: int) -> None:
         """Await the partition's output, store its state with the offsets it holds,
@@ -381,8 +627,12 @@ class PartitionStates(Generic[S]):
             return  # revoked meanwhile: the next owner redoes the work from the checkpoint
         if part.dirty or part.covered != part.stored:
             value = json.dumps({"state": self.store(part.state), "offsets": part.covered},
-                               separators=(",", ":")).encode()
-            self.table[str(partition)] = value
+                               default=plain, separators=(",", ":")).encode()
+            self.table[checkpoint_key(partition, part.epoch)] = value
+            # Only after: a crash between keeps a checkpoint to restore.
+            for key in part.superseded:
+                self.table.pop(key, None)
+            part.superseded = []
             part.stored = dict(part.covered)
             part.dirty = False
             if self.observe is not None:

@@ -6,9 +6,9 @@
 starts the embedded tansu broker (unless ``KAFKA_BOOTSTRAP_SERVERS`` names a Kafka), creates
 the catalog's topics *before* any service subscribes (tansu would otherwise auto-create them
 with its own partition count, and Faust would stop with PartitionsMismatch), then runs the
-services as child processes until Ctrl-C or SIGTERM, and stops everything: K-slack, then the
-deriver and the matcher (TPStream: kslack → deriver → situations → matcher, thesis §5.6.5;
-SASE+: kslack → matcher) and trends (COGRA), and with ``--archive`` the archiver. With
+services as child processes until Ctrl-C or SIGTERM: K-slack, then the deriver and the matcher
+(TPStream: kslack → deriver → situations → matcher, thesis §5.6.5; SASE+: kslack → matcher) and
+trends (COGRA), and with ``--archive`` the archiver. With
 ``--unpartitioned`` the stream has no key attributes and runs TPStream queries only, partitioned
 or not (thesis §5.6.3: K-slack cuts the one global order into batches, derivers derive them in
 parallel, one matcher per query merges them; :mod:`workers.kslack`), so there is no trends
@@ -18,16 +18,29 @@ Each child gets its own data directory, a free web port on 127.0.0.1 (``/metrics
 ``/health``) and a log file, and dies with the launcher's thread (``setpriv --pdeathsig``)
 so that a killed launcher leaves no service behind. :class:`Pipeline` is the same thing as a
 context manager, for tests and the demo.
+
+``situflow up`` supervises its services: one that exits, however it exits, starts again on its
+data directory and web port after a :class:`Backoff` delay, and a line on standard error says
+which service exited, how, where its log is and when it restarts; the broker and the other
+services are left alone (their consumer groups rebalance, as when a worker fails over). The
+children run in process groups of their own, so a Ctrl-C in the terminal reaches the launcher
+alone, which stops the services first, all at once (SIGTERM, SIGKILL after a grace of
+:data:`STOP_GRACE` seconds), and the broker last: a service stopping while the broker is gone
+hangs on its last commit. A second Ctrl-C kills everything at once. :class:`Pipeline` restarts
+nothing unless given ``restarts``: the tests that kill services on purpose restart them
+themselves, at the moment they choose.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -60,10 +73,34 @@ EVALUATORS = {"tpstream": (("deriver", "matcher"), TopicRole.MATCHES),
               "cogra": (("trends",), TopicRole.TRENDS)}
 #: Every evaluating service.
 EVALUATING = tuple(sorted({name for services, _ in EVALUATORS.values() for name in services}))
+#: Seconds a stopping service gets between SIGTERM and SIGKILL (a Faust worker needs 1-2).
+STOP_GRACE = 5.0
+#: How many lines of a service's log the line about its exit quotes.
+LOG_TAIL_LINES = 10
 
 
 class PipelineError(RuntimeError):
     """A service did not become ready or exited; the message ends with its log."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """When a supervised service that exited starts again: ``first`` seconds after its exit,
+    doubling with every exit in a row up to ``ceiling``; an exit after ``healthy`` seconds of
+    running starts the count again. A service that exits at once, again and again, thus costs a
+    start every ``ceiling`` seconds, never a busy loop.
+
+    >>> [Backoff(first=1, ceiling=30).delay(exits) for exits in range(1, 8)]
+    [1, 2, 4, 8, 16, 30, 30]
+    """
+
+    first: float = 1.0
+    ceiling: float = 30.0
+    healthy: float = 60.0
+
+    def delay(self, exits: int) -> float:
+        """Seconds before the restart that follows the ``exits``-th exit in a row (from 1)."""
+        return min(self.ceiling, self.first * 2 ** min(exits - 1, 32))
 
 
 @dataclass
@@ -75,6 +112,7 @@ class ServiceProcess:
     web_port: int
     log_path: Path
     kind: str = ""  # the service (module workers.<kind>); name tells replicas apart
+    started: float = field(default_factory=time.monotonic)
 
     @property
     def url(self) -> str:
@@ -94,6 +132,16 @@ class ServiceProcess:
         text = self.log_path.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
 
+    def exit_status(self) -> str:
+        """How the process ended: ``exited with code 1``, ``was killed by SIGKILL``."""
+        code = self.process.returncode
+        if code is not None and code < 0:
+            try:
+                return f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"was killed by signal {-code}"
+        return f"exited with code {code}"
+
 
 @dataclass
 class Pipeline:
@@ -108,6 +156,7 @@ class Pipeline:
     stream's: the deriver and the matcher).
     Each service logs to ``<work_dir>/<service>.log`` at ``SITUFLOW_LOG_LEVEL`` (default
     ``warn``; ``info`` shows rebalances and the seeks of restored partitions).
+    With ``restarts``, :meth:`supervise` restarts the services that exited (module docstring).
     """
 
     stream: StreamSpec
@@ -130,9 +179,17 @@ class Pipeline:
     replicas: int | dict[str, int] = 1
     #: The embedded broker to start when ``kafka`` is None and the environment names none.
     broker: EmbeddedBroker | None = None
+    #: Restart the services that exit (:meth:`supervise`); None: an exited service stays down.
+    restarts: Backoff | None = None
     services: dict[str, ServiceProcess] = field(default_factory=dict, init=False)
     _broker: EmbeddedBroker | None = field(default=None, init=False)
     _own_dir: bool = field(default=False, init=False)
+    #: Per supervised service: its exits in a row, each after less than ``restarts.healthy``.
+    _exits: dict[str, int] = field(default_factory=dict, init=False)
+    #: The exited services waiting for their restart, and when it is due (monotonic time).
+    _restart_at: dict[str, float] = field(default_factory=dict, init=False)
+    #: Set by :meth:`stop` and :meth:`kill`: nothing restarts any more.
+    stopping: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         if self.registry_topic is None:
@@ -198,19 +255,21 @@ class Pipeline:
         assert self.kafka is not None
         return asyncio.run(submit(self.kafka, query_file.read_text(),
                                   name=name or query_file.stem, source_path=str(query_file),
-                                  topic=self.registry_topic))
+                                  topic=self.registry_topic, stream=self.stream))
 
     def delete(self, name: str) -> None:
         """Unregister a query (as ``situflow query delete``); running services stop it."""
         assert self.kafka is not None
         asyncio.run(delete(self.kafka, name, topic=self.registry_topic))
 
-    def start_service(self, kind: str, name: str | None = None) -> ServiceProcess:
-        """Start (or restart) one worker of service ``kind`` (``workers.<kind>``) with a fresh
-        web port and its own data dir; ``name`` (default: ``kind``) tells replicas apart."""
+    def start_service(self, kind: str, name: str | None = None,
+                      port: int | None = None) -> ServiceProcess:
+        """Start (or restart) one worker of service ``kind`` (``workers.<kind>``) with its own
+        data dir and web port (default: a free one); ``name`` (default: ``kind``) tells
+        replicas apart."""
         assert self.kafka is not None and self.work_dir is not None
         name = name or kind
-        port = free_port()
+        port = port or free_port()
         env = {
             **os.environ,
             **self.kafka_env(),
@@ -218,6 +277,7 @@ class Pipeline:
                 p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
             "SITUFLOW_STREAM": self.stream.name,
             "SITUFLOW_TIME_FIELD": self.stream.time_field,
+            "SITUFLOW_TIME_UNIT": repr(self.stream.time_unit),
             "SITUFLOW_KEY_FIELDS": ",".join(self.stream.key_fields),
             "SITUFLOW_UNPARTITIONED": "1" if self.stream.unpartitioned else "",
             "SITUFLOW_PARTITIONS": str(self.stream.partitions),
@@ -232,18 +292,24 @@ class Pipeline:
             "SITUFLOW_ARCHIVE_DIR": str(self.work_dir / "archive"),
             **self.extra_env,
         }
-        command = [sys.executable, "-m", f"workers.{kind}", "worker", "-l",
-                   os.environ.get("SITUFLOW_LOG_LEVEL", "warn")]
+        command = self.service_command(kind)
         setpriv = shutil.which("setpriv") if sys.platform == "linux" else None
         if setpriv:
             command = [setpriv, "--pdeathsig", "TERM", *command]
         log_path = self.work_dir / f"{name}.log"
         log: IO[bytes]
         with log_path.open("ab") as log:
+            # A process group of its own: a Ctrl-C in the terminal reaches only the launcher,
+            # which stops the services before the broker.
             process = subprocess.Popen(command, env=env, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
-                                       stdout=log, stderr=subprocess.STDOUT)
+                                       stdout=log, stderr=subprocess.STDOUT, process_group=0)
         service = self.services[name] = ServiceProcess(name, process, port, log_path, kind)
         return service
+
+    def service_command(self, kind: str) -> list[str]:
+        """The command line of a worker of service ``kind``."""
+        return [sys.executable, "-m", f"workers.{kind}", "worker", "-l",
+                os.environ.get("SITUFLOW_LOG_LEVEL", "warn")]
 
     def kafka_env(self) -> dict[str, str]:
         """The ``KAFKA_*`` variables that reach this pipeline's broker."""
@@ -258,16 +324,19 @@ class Pipeline:
         return {f"KAFKA_{name}": value for name, value in values.items() if value}
 
     def wait_ready(self) -> None:
-        """Until every service reports ready on ``/health``; raises if one exits."""
+        """Until every service reports ready on ``/health``; raises if one exits, unless the
+        pipeline restarts exited services (then only once ``ready_timeout`` has passed)."""
         deadline = time.monotonic() + self.ready_timeout
         waiting = list(self.services)
         while waiting:
+            self.supervise()
             for name in list(waiting):
                 service = self.services[name]
                 if service.process.poll() is not None:
-                    raise PipelineError(f"{name} exited with code {service.process.returncode}:"
-                                        f"\n{service.log_tail()}")
-                if service.health().get("ready"):
+                    if self.restarts is None:
+                        raise PipelineError(f"{name} {service.exit_status()}:"
+                                            f"\n{service.log_tail()}")
+                elif service.health().get("ready"):
                     waiting.remove(name)
             if waiting and time.monotonic() > deadline:
                 name = waiting[0]
@@ -275,23 +344,76 @@ class Pipeline:
                                     f"{self.services[name].log_tail()}")
             time.sleep(0.2)
 
-    def stop(self, timeout: float = 15.0) -> None:
-        """SIGTERM every service (SIGKILL after ``timeout``), then the broker; idempotent."""
+    def supervise(self) -> None:
+        """Restart the services that exited, each after its :class:`Backoff` delay, and say so
+        on standard error; nothing without ``restarts`` or once stopping. Call it every fraction
+        of a second (``situflow up`` does)."""
+        if self.restarts is None or self.stopping:
+            return
+        now = time.monotonic()
+        for name, service in list(self.services.items()):
+            due = self._restart_at.get(name)
+            if due is not None:
+                if now >= due:
+                    del self._restart_at[name]
+                    # The same web port if it is still free, so that its printed URL holds.
+                    port = service.web_port if port_available(service.web_port) else None
+                    restarted = self.start_service(service.kind, name, port)
+                    say(f"{name} restarted as pid {restarted.process.pid}, {restarted.url}")
+            elif service.process.poll() is not None:
+                self._restart_at[name] = now + self._exited(service, now)
+
+    def _exited(self, service: ServiceProcess, now: float) -> float:
+        """Count the exit of ``service``, say so, and return the seconds until its restart."""
+        assert self.restarts is not None
+        ran = now - service.started
+        exits = 1 if ran >= self.restarts.healthy else self._exits.get(service.name, 0) + 1
+        self._exits[service.name] = exits
+        delay = self.restarts.delay(exits)
+        looping = (f", its exit {exits} in a row within {self.restarts.healthy:g} s of its start "
+                   f"(restarts wait up to {self.restarts.ceiling:g} s while it keeps exiting)"
+                   if exits > 1 else "")
+        tail = "\n".join(f"    {line}" for line in
+                         service.log_tail(LOG_TAIL_LINES).splitlines()) or "    (empty)"
+        say(f"{service.name} (pid {service.process.pid}) {service.exit_status()} after {ran:.1f} s"
+            f"{looping}; restarting it in {delay:g} s. The end of its log {service.log_path}:\n"
+            f"{tail}")
+        return delay
+
+    def stop(self, timeout: float = STOP_GRACE) -> None:
+        """SIGTERM every service at once (SIGKILL to those still running ``timeout`` seconds
+        later), then stop the broker; idempotent."""
+        self.stopping = True
         for service in self.services.values():
             if service.process.poll() is None:
                 service.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
         for service in self.services.values():
             try:
-                service.process.wait(timeout)
+                service.process.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 service.process.kill()
                 service.process.wait()
+                if self.restarts is not None:
+                    say(f"{service.name} still ran {timeout:g} s after SIGTERM: killed")
         if self._broker is not None:
             self._broker.stop()
             self._broker = None
         if self._own_dir and self.work_dir is not None:
             shutil.rmtree(self.work_dir, ignore_errors=True)
             self.work_dir = None
+
+    def kill(self) -> None:
+        """SIGKILL every service and the embedded broker now, without waiting for them (safe in
+        a signal handler while :meth:`stop` waits: its waits then return at once)."""
+        self.stopping = True
+        for service in self.services.values():
+            if service.process.poll() is None:
+                service.process.kill()
+        pid = None if self._broker is None else self._broker.pid
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     def __enter__(self) -> Self:
         return self.start()
@@ -307,34 +429,68 @@ class Pipeline:
 
 def stream_of(args: argparse.Namespace) -> StreamSpec:
     if args.unpartitioned:
-        return StreamSpec(args.stream, time_field=args.time_field, partitions=args.partitions,
-                          unpartitioned=True)
-    return StreamSpec(args.stream, time_field=args.time_field, partitions=args.partitions,
+        return StreamSpec(args.stream, time_field=args.time_field, time_unit=args.time_unit,
+                          partitions=args.partitions, unpartitioned=True)
+    return StreamSpec(args.stream, time_field=args.time_field, time_unit=args.time_unit,
+                      partitions=args.partitions,
                       key_fields=tuple(f for f in args.key_fields.split(",") if f))
 
 
 def up(args: argparse.Namespace) -> int:
-    """Run the pipeline until Ctrl-C or SIGTERM; 1 if a service exits on its own."""
+    """Run the pipeline, restarting the services that exit, until Ctrl-C or SIGTERM; a second
+    Ctrl-C or SIGTERM kills everything at once. 1 if the pipeline does not start."""
     broker = None if os.environ.get(ENV_BOOTSTRAP) else EmbeddedBroker(port=args.port)
     pipeline = Pipeline(stream_of(args), slack=args.slack, idle_timeout=args.idle_timeout,
                         work_dir=args.work_dir, registry_topic=QUERIES,
-                        situations_topic=SITUATIONS, broker=broker, archive=args.archive)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with pipeline:
-        for query in args.query:
-            pipeline.submit(query.resolve())
-        assert pipeline.kafka is not None
-        print(f"export KAFKA_BOOTSTRAP_SERVERS={pipeline.kafka.bootstrap_servers}\n"
-              f"produce events to {pipeline.stream.name!r}; register queries with "
-              "'situflow query submit FILE'; try 'situflow demo'", flush=True)
-        for service in pipeline.services.values():
-            print(f"{service.name}: {service.url}/metrics  log {service.log_path}", flush=True)
-        try:
-            while all(s.process.poll() is None for s in pipeline.services.values()):
+                        situations_topic=SITUATIONS, broker=broker, archive=args.archive,
+                        restarts=Backoff())
+    signals = 0
+
+    def interrupt(signum: int, frame: object) -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1 or pipeline.stopping:
+            pipeline.kill()
+            return
+        say(f"{signal.Signals(signum).name}: stopping the services, then the broker "
+            "(again to kill them at once)")
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        with pipeline:
+            for query in args.query:
+                pipeline.submit(query.resolve())
+            assert pipeline.kafka is not None
+            print(f"export KAFKA_BOOTSTRAP_SERVERS={pipeline.kafka.bootstrap_servers}\n"
+                  f"produce events to {pipeline.stream.name!r}; register queries with "
+                  "'situflow query submit FILE'; try 'situflow demo'", flush=True)
+            for service in pipeline.services.values():
+                print(f"{service.name}: pid {service.process.pid}, {service.url}/metrics, "
+                      f"log {service.log_path}", flush=True)
+            while True:
+                pipeline.supervise()
                 time.sleep(0.5)
-        except KeyboardInterrupt:
-            return 0
-        for service in pipeline.services.values():
-            if service.process.poll() is not None:
-                print(f"{service.name} exited:\n{service.log_tail()}", file=sys.stderr)
-    return 1
+    except KeyboardInterrupt:
+        return 0
+    except PipelineError as exc:
+        say(str(exc))
+        return 1
+
+
+def say(message: str) -> None:
+    """A line of ``situflow up`` on standard error, about its services."""
+    print(f"situflow up: {message}", file=sys.stderr, flush=True)
+
+
+def port_available(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could listen on ``port`` now; with SO_REUSEADDR, as aiohttp binds, so
+    that connections an exited service left in TIME_WAIT do not count."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import queue
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,14 +19,26 @@ from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pajson
 
+from situflow.codecs.arrow_events import BUILD_ERRORS, array_of, has_struct
+from situflow.codecs.event_time import time_column, values_ticks
 from situflow.errors import InputError
-from situflow.events import EventBatch
+from situflow.events import EventBatch, numpy_column, object_array
 
 BLOCK_BYTES = 8 << 20
 # pyarrow parses the sub-blocks of a block in parallel.
 PARSE_BLOCK = 1 << 20
+_JSON_KINDS = {list: "a list", str: "text", int: "a number", float: "a number", bool: "a boolean",
+               type(None): "null"}
+# A line of JSON null: pyarrow's reader crashes the process (a segmentation fault, pyarrow 26) on
+# a block that starts with one.
+_NULL_LINE = re.compile(rb"\n[ \t\r]*null")
+# Beyond this, a float pyarrow read may have been an integer beyond int64 in the text.
+_BEYOND_INT64 = 2.0**63
+# A \u escape of a UTF-16 surrogate: paired, or text that is no Unicode.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 @dataclass
@@ -42,7 +55,7 @@ class Fields:
     time: str = "ts"
     type: str = "type"
     id: str = "id"
-    # Seconds per time tick, for ISO-8601 event times.
+    # Seconds per time tick (the stream's time unit), for ISO-8601 event times.
     time_unit: float = 1.0
 
 
@@ -60,21 +73,36 @@ def read_blocks(path: str | Path, fields: Fields = Fields(),
         return
     done = object()
     ready: queue.Queue[Any] = queue.Queue(read_ahead)
+    # Set when the consumer stops early (``--strict``): the reader ends instead of waiting
+    # forever to hand over a block. After it is set, at most one put is under way, and the
+    # consumer empties the queue for it.
+    stopped = threading.Event()
+
+    def offer(item: Any) -> None:
+        if not stopped.is_set():
+            ready.put(item)
 
     def produce() -> None:
         try:
             with open(path, "rb") as f:
                 for block in _blocks(f, source, fields, block_bytes):
+                    if stopped.is_set():
+                        return
                     ready.put(block)
         except BaseException as e:  # handed to the consumer, which raises it
-            ready.put(e)
-        ready.put(done)
+            offer(e)
+        offer(done)
 
     threading.Thread(target=produce, name="jsonl-reader", daemon=True).start()
-    while (item := ready.get()) is not done:
-        if isinstance(item, BaseException):
-            raise item
-        yield item
+    try:
+        while (item := ready.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stopped.set()
+        while not ready.empty():
+            ready.get_nowait()
 
 
 def _blocks(f: BinaryIO, source: str, fields: Fields, block_bytes: int) -> Iterator[Block]:
@@ -102,34 +130,61 @@ def _parse(block: bytes, first_line: int, source: str, fields: Fields) -> Block:
     lines = block.count(b"\n")
     seq = np.arange(first_line, first_line + lines, dtype=np.int64)
     blank_line = block.startswith(b"\n") or b"\n\n" in block or b"\n\r\n" in block
-    if not blank_line:
+    if _whole(block) and not blank_line:
         try:
             table = pajson.read_json(io.BytesIO(block),
                                      read_options=pajson.ReadOptions(block_size=PARSE_BLOCK))
-            if table.num_rows == lines:
-                return Block(_to_batch(table, seq, fields), [], len(block))
-        except (pa.ArrowInvalid, InputError):
+            if table.num_rows == lines and fields.time in table.schema.names and _read_right(table):
+                return _table_block(table, seq, source, fields, len(block))
+        except pa.ArrowInvalid:
             pass
     return _parse_lines(block, first_line, source, fields)
 
 
-def _to_batch(table: pa.Table, seq: np.ndarray, fields: Fields) -> EventBatch:
-    time = table.column(fields.time) if fields.time in table.schema.names else None
-    if time is not None and (pa.types.is_timestamp(time.type) or pa.types.is_string(time.type)):
-        table = table.set_column(table.schema.get_field_index(fields.time), fields.time,
-                                 _iso_ticks(time, fields.time_unit))
-    return EventBatch.from_arrow(table, time_field=fields.time, type_field=fields.type,
-                                 id_field=fields.id, seq=seq)
+def _whole(block: bytes) -> bool:
+    """Whether pyarrow's reader may read ``block`` whole: it crashes on a line of JSON null
+    that starts a block, accepts NaN and Infinity (no JSON), and does not check that strings
+    are UTF-8 (decoding them later would raise). Such blocks, rare, are read line by line."""
+    return not (block[:64].lstrip(b" \t\r").startswith(b"null") or _NULL_LINE.search(block)
+                or b"NaN" in block or b"Infinity" in block) and _utf8(block)
 
 
-def _iso_ticks(column: Any, time_unit: float) -> pa.Array:
-    """ISO-8601 event times as integer ticks since the epoch."""
-    try:
-        stamps = column.cast(pa.timestamp("us", tz="UTC"))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise InputError(f"event time is neither an integer nor ISO-8601: {e}") from e
-    micros = np.asarray(stamps.cast(pa.int64()).to_numpy(zero_copy_only=False))
-    return pa.array(np.floor_divide(micros, round(time_unit * 1e6)))
+def _read_right(table: pa.Table) -> bool:
+    """Whether pyarrow read every value as the line reader would: objects keep their own keys
+    (:func:`has_struct`), lists are valid arrays (pyarrow 26 builds a list that starts with
+    null, ``[null, null]`` or ``[null, "a"]``, with offsets past its values), and an integer
+    beyond 64 bits, which the reader makes a float and with it its whole column, is one value
+    of its own (the typing rule, SEMANTICS.md)."""
+    for column in table.schema:
+        if has_struct(column.type):
+            return False
+        if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            try:
+                table.column(column.name).validate(full=True)
+            except pa.ArrowInvalid:
+                return False
+        if pa.types.is_floating(column.type):
+            values = pc.abs(table.column(column.name))
+            if pc.any(pc.greater_equal(values, _BEYOND_INT64)).as_py():
+                return False
+    return True
+
+
+def _table_block(table: pa.Table, seq: np.ndarray, source: str, fields: Fields,
+                 size: int) -> Block:
+    """A block pyarrow parsed whole: its event times by the one event-time rule
+    (:mod:`situflow.codecs.event_time`), lines without one reported."""
+    ticks, bad = time_column(table.column(fields.time), fields.time_unit, fields.time)
+    errors = [InputError(reason, source, int(seq[i]) + 1) for i, reason in sorted(bad.items())]
+    if bad:
+        keep = np.ones(len(ticks), bool)
+        keep[list(bad)] = False
+        table, ticks, seq = table.filter(pa.array(keep)), ticks[keep], seq[keep]
+    index = table.schema.get_field_index(fields.time)
+    table = table.set_column(index, fields.time, pa.array(ticks, pa.int64()))
+    batch = EventBatch.from_arrow(table, time_field=fields.time, type_field=fields.type,
+                                  id_field=fields.id, seq=seq)
+    return Block(batch, errors, size)
 
 
 def _parse_lines(block: bytes, first_line: int, source: str, fields: Fields) -> Block:
@@ -142,46 +197,69 @@ def _parse_lines(block: bytes, first_line: int, source: str, fields: Fields) -> 
         if not raw.strip():
             continue
         try:
-            record = json.loads(raw)
-            if not isinstance(record, dict):
-                raise InputError(f"an event is a JSON object, found {type(record).__name__}")
-            _check_time(record, fields)
-        except (ValueError, InputError) as e:
-            reason = e.reason if isinstance(e, InputError) else f"invalid JSON: {e}"
-            errors.append(InputError(reason, source, line + 1))
+            record = _loads(raw)
+        except (ValueError, RecursionError) as e:
+            errors.append(InputError(f"invalid JSON: {e}", source, line + 1))
+            continue
+        if not isinstance(record, dict):
+            kind = _JSON_KINDS.get(type(record), type(record).__name__)
+            errors.append(InputError(f"an event is a JSON object, found {kind}", source, line + 1))
             continue
         records.append(record)
         seqs.append(line)
-    seq = np.asarray(seqs, dtype=np.int64)
-    return Block(_records_batch(records, seq, fields), errors, len(block))
+    ticks, bad = values_ticks([r.get(fields.time) for r in records], fields.time_unit,
+                              fields.time)
+    for i, reason in bad.items():
+        errors.append(InputError(reason, source, seqs[i] + 1))
+    errors.sort(key=lambda e: e.position or 0)
+    keep = [i for i in range(len(records)) if i not in bad]
+    records = [records[i] for i in keep]
+    seq = np.asarray([seqs[i] for i in keep], dtype=np.int64)
+    return Block(_records_batch(records, seq, ticks[keep], fields), errors, len(block))
 
 
-def _check_time(record: dict[str, Any], fields: Fields) -> None:
-    value = record.get(fields.time)
-    if value is None:
-        raise InputError(f"missing event time '{fields.time}'")
-    if isinstance(value, bool) or not isinstance(value, int | str | float):
-        raise InputError(f"event time '{fields.time}' must be an integer or ISO-8601")
-    if isinstance(value, float) and not value.is_integer():
-        raise InputError(f"event time '{fields.time}' must be a whole number, found {value}")
-    if isinstance(value, str):
-        _iso_ticks(pa.array([value]), fields.time_unit)
+def _utf8(block: bytes) -> bool:
+    if block.isascii():
+        return True
+    try:
+        block.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
-def _records_batch(records: list[dict[str, Any]], seq: np.ndarray, fields: Fields) -> EventBatch:
-    """Records with possibly mixed attribute types (such a column becomes an object column)."""
-    names = sorted({k for r in records for k in r})
-    clean: dict[str, Any] = {}
-    mixed: dict[str, np.ndarray] = {}
-    for name in names:
-        values = [r.get(name) for r in records]
+def _loads(raw: bytes) -> Any:
+    """One line's JSON value; ValueError unless it is JSON text in UTF-8 (a byte-order mark
+    allowed, as pyarrow allows it) with no unpaired surrogate escape (as pyarrow refuses
+    ``"\\ud800"``; such text has no UTF-8 form, which Arrow columns need)."""
+    value = json.loads(raw.decode("utf-8-sig"), parse_constant=_not_json)
+    if _SURROGATE_ESCAPE.search(raw):
         try:
-            clean[name] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            mixed[name] = np.asarray(values, dtype=object)
-    if not records:
-        clean = {fields.time: pa.array([], pa.int64())}
-    batch = _to_batch(pa.table(clean), seq, fields)
-    if not mixed:
-        return batch
-    return EventBatch({**batch.columns, **mixed}, batch.ts, batch.seq, batch.ids, batch.types)
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("an unpaired UTF-16 surrogate escape is no Unicode text") from None
+    return value
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _records_batch(records: list[dict[str, Any]], seq: np.ndarray, ticks: np.ndarray,
+                   fields: Fields) -> EventBatch:
+    """Records read one by one, typed column by column as the columnar path types them; a
+    column whose values share no Arrow type holds them as Python objects."""
+    names = sorted({k for r in records for k in r} - {fields.time})
+    values = {name: [r.get(name) for r in records] for name in names}
+    columns = {name: _column(v) for name, v in values.items()
+               if name not in (fields.id, fields.type)}
+    ids = _column(values[fields.id]) if fields.id in values else seq
+    types = object_array(values[fields.type]) if fields.type in values else None
+    return EventBatch(columns, ticks, seq, ids, types)
+
+
+def _column(values: list[Any]) -> np.ndarray:
+    try:
+        return numpy_column(array_of(values))
+    except BUILD_ERRORS:
+        return object_array(values)

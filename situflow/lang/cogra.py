@@ -18,8 +18,10 @@ logic), negation inside a sequence (``SEQ(A+, NOT C, B)``) and minimal lengths,
 ``SEQ(P1*, P2) = SEQ(P1+, P2) OR P2``, and :mod:`situflow.trends.conjunction` gives ``AND``
 its meaning). ``[a, b]`` is the equivalence predicate of footnote 1;
 ``NEXT(X).attr`` refers to the event that follows an ``X`` event in a trend (adjacent-event
-predicates, §3.2). ``SLIDE`` defaults to the ``WITHIN``
-length (tumbling windows); a bare number is a length in the stream's time unit.
+predicates, §3.2). Attributes are always qualified, so a bare word where a value is expected is
+a symbolic constant, a string (``A.type = passive`` in q4 means ``A.type = 'passive'``).
+``SLIDE`` defaults to the ``WITHIN`` length (tumbling windows); a bare number is a length in
+the stream's time unit.
 
 >>> print(parse("return count(*) pattern (seq(A+,B))+ semantics contiguous within 10").to_text())
 RETURN COUNT(*) PATTERN (SEQ(A+, B))+ SEMANTICS contiguous WITHIN 10
@@ -31,8 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from situflow.lang import ast
+from situflow.lang.attributes import AttributeTypes, Uses
 from situflow.lang.parser import Parser
-from situflow.lang.printer import expr_text
+from situflow.lang.printer import expr_text, name_text
 from situflow.lang.tokens import T, Token
 
 #: The matching semantics of §2.2, by their keyword.
@@ -59,7 +62,8 @@ class TypePattern(ast.Node):
         return self.alias or self.type_name
 
     def to_text(self) -> str:
-        return self.type_name if self.alias is None else f"{self.type_name} {self.alias}"
+        type_name = name_text(self.type_name)
+        return type_name if self.alias is None else f"{type_name} {name_text(self.alias)}"
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,7 @@ class LengthRef(ast.Node):
     variable: str
 
     def to_text(self) -> str:
-        return f"LENGTH({self.variable})"
+        return f"LENGTH({name_text(self.variable)})"
 
 
 @dataclass(frozen=True)
@@ -141,7 +145,7 @@ class NextRef(ast.Node):
     name: str
 
     def to_text(self) -> str:
-        return f"NEXT({self.variable}).{self.name}"
+        return f"NEXT({name_text(self.variable)}).{name_text(self.name)}"
 
 
 @dataclass(frozen=True)
@@ -156,8 +160,8 @@ class Aggregate(ast.Node):
         if self.variable is None:
             return f"{self.func}(*)"
         if self.attr is None:
-            return f"{self.func}({self.variable})"
-        return f"{self.func}({self.variable}.{self.attr})"
+            return f"{self.func}({name_text(self.variable)})"
+        return f"{self.func}({name_text(self.variable)}.{name_text(self.attr)})"
 
 
 @dataclass(frozen=True)
@@ -167,7 +171,7 @@ class Equivalence(ast.Node):
     attrs: tuple[str, ...]
 
     def to_text(self) -> str:
-        return "[" + ", ".join(self.attrs) + "]"
+        return "[" + ", ".join(map(name_text, self.attrs)) + "]"
 
 
 @dataclass(frozen=True)
@@ -199,7 +203,7 @@ class CograQuery(ast.Node):
         if self.where:
             parts.append("WHERE " + " AND ".join(_conjunct_text(c) for c in self.where))
         if self.group_by:
-            parts.append("GROUP-BY " + ", ".join(self.group_by))
+            parts.append("GROUP-BY " + ", ".join(map(name_text, self.group_by)))
         parts.append("WITHIN " + self.within.to_text())
         if self.slide is not None:
             parts.append("SLIDE " + self.slide.to_text())
@@ -390,6 +394,17 @@ class CograParser(Parser):
             self.raise_error(f"expected a predicate after AND, found {self.curr.describe()}")
         return self.parse_expression()
 
+    def _parse_reference(self) -> ast.Expr:
+        """``X.attr``, or a symbolic constant: attributes are always qualified in COGRA, so a
+        bare word where a value is expected is a string (q4's ``A.type = passive``, App. A)."""
+        if self.peek().type is T.DOT:
+            return super()._parse_reference()
+        word = self.curr
+        if word.type is not T.IDENT or word.upper in _CLAUSES:
+            self.raise_error(f"expected a value, found {word.describe()}")
+        self.advance()
+        return self.node(ast.Literal, word, word.text)
+
     def _at_conjunction(self) -> bool:
         # `AND [attr]` starts a new conjunct: the expression must stop before it.
         return self.at_kw("AND") and self.peek().type is not T.LBRACKET
@@ -454,3 +469,21 @@ def _conjuncts(node: ast.Node) -> list[ast.Node]:
 def parse(text: str) -> CograQuery:
     """Parse a COGRA query; raises :class:`situflow.errors.ParseError` with its position."""
     return CograParser(text).parse_query()
+
+
+def attribute_types(query: CograQuery) -> AttributeTypes:
+    """What ``query`` requires of its events' attributes (:mod:`situflow.lang.attributes`):
+    ``MIN MAX SUM AVG`` take numbers; equivalence and ``GROUP-BY`` attributes are keys."""
+    uses = Uses(lambda node: node.name if isinstance(node, ast.Ref | NextRef)
+                else node.attr if isinstance(node, Aggregate) else None)
+    keys: list[str] = []
+    for conjunct in query.where:
+        if isinstance(conjunct, Equivalence):
+            keys += conjunct.attrs
+        else:
+            uses.visit(conjunct)
+    for item in query.returns:
+        uses.visit(item)
+        if isinstance(item, Aggregate) and item.func != "COUNT":
+            uses.number(item)
+    return uses.types([*keys, *query.group_by])

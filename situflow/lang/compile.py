@@ -27,11 +27,24 @@ _CMP = {"<": operator.lt, ">": operator.gt, "<=": operator.le, ">=": operator.ge
         "=": operator.eq, "!=": operator.ne}
 
 
+_INT64 = np.iinfo(np.int64)
+
+
 def literal_value(node: ast.Literal) -> Any:
-    """The value of a literal; ``80%`` is 0.8, other units are ignored."""
-    if node.unit == "%" and isinstance(node.value, int | float):
-        return node.value / 100
-    return node.value
+    """The value of a literal; ``80%`` is 0.8, other units are ignored.
+
+    An integer beyond 64 bits is a float, as such a number in an event is (SEMANTICS.md,
+    "Event time and types"): numpy columns cannot hold it. (The parser refuses numbers beyond
+    the float range.)
+    """
+    value = node.value
+    if isinstance(value, int) and not isinstance(value, bool) and not (
+        _INT64.min <= value <= _INT64.max
+    ):
+        value = float(value)
+    if node.unit == "%" and isinstance(value, int | float):
+        return value / 100
+    return value
 
 
 def compile_vector(expr: ast.Node, resolve: Resolver) -> Callable[[Any], Any]:

@@ -12,6 +12,7 @@ remainder (``a[1].price % 500 = 0``, SASE+ §6).
 
 from __future__ import annotations
 
+import math
 from typing import NoReturn, TypeVar
 
 from situflow.errors import ParseError
@@ -203,18 +204,32 @@ class Parser:
 
     def _parse_number(self) -> ast.Literal:
         first = self.advance()
-        value: int | float = float(first.text) if any(c in first.text for c in ".eE") else int(
-            first.text
-        )
+        value = self._number_value(first)
         if self.at(T.PERCENT) and not self.curr.spaced:
             self.advance()
             return self.node(ast.Literal, first, value, "%")
         return self.node(ast.Literal, first, value, self._parse_unit())
 
+    def _number_value(self, token: Token) -> int | float:
+        """The value of a number token; one beyond the float range is refused (it would print
+        as ``inf``, which no query can say)."""
+        try:
+            value: int | float = float(token.text) if any(c in token.text for c in ".eE") \
+                else int(token.text)
+        except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+            self.raise_error(f"the number {token.text[:20]}... has too many digits", token)
+        try:
+            finite = math.isfinite(float(value))
+        except OverflowError:  # an integer beyond the float range
+            finite = False
+        if not finite:
+            self.raise_error(f"the number {token.text[:20]} is too large", token)
+        return value
+
     def _parse_unit(self) -> str | None:
         """A physical unit after a number (``8m/s2``, ``70 mph``, ``9.81 m/s^2``); ignored."""
         word = self.curr
-        if word.type is not T.IDENT or (word.spaced and word.upper not in SPACED_UNITS):
+        if not self._plain_word(word) or (word.spaced and word.upper not in SPACED_UNITS):
             return None
         if self.peek().type is T.LPAREN:
             return None
@@ -222,11 +237,16 @@ class Parser:
         while True:
             op, nxt = self.curr, self.peek()
             if op.type in (T.SLASH, T.CARET) and not op.spaced and not nxt.spaced and (
-                nxt.type in (T.IDENT, T.NUMBER)
+                self._plain_word(nxt) or nxt.type is T.NUMBER
             ):
                 parts += [self.advance().text, self.advance().text]
             else:
                 return "".join(parts)
+
+    def _plain_word(self, token: Token) -> bool:
+        """An identifier written as itself: not backquoted (`` `a-b` ``), not a symbol (``∧``).
+        Only such words can be units, which print unquoted after their number."""
+        return token.type is T.IDENT and self.text[token.start:token.end] == token.text
 
     def _parse_call(self) -> ast.Expr:
         name = self.advance()
@@ -264,4 +284,8 @@ class Parser:
                 f"found {unit.describe()}"
             )
         self.advance()
-        return self.node(ast.Duration, first, float(number.text), unit.text.lower())
+        duration = self.node(ast.Duration, first, float(self._number_value(number)),
+                             unit.text.lower())
+        if math.isinf(duration.seconds):
+            self.raise_error(f"the duration {number.text[:20]} {unit.text} is too long", number)
+        return duration

@@ -17,8 +17,9 @@ being selected), ``v[i-1]`` (the previous one), ``v[..i-1]`` (all previous ones,
 ``v.LEN`` (the length). ``[attr]`` is the equivalence test. The selection strategy is one of
 ``strict_contiguity``, ``partition_contiguity``, ``skip_till_next_match`` and
 ``skip_till_any_match``; without one, ``skip_till_any_match`` applies (every subsequence that
-satisfies the predicates matches, the plain definition). ``/* ... */`` comments are allowed, as
-in Query 1.
+satisfies the predicates matches, the plain definition). The strategy's variable list may leave
+out negated components (they select no event), and its predicate block ``{ ... }`` may be left
+out when there are no predicates. ``/* ... */`` comments are allowed, as in Query 1.
 
 Extensions (SEMANTICS.md): ``PARTITION BY attr, ...`` (the same as ``[attr]`` for each
 attribute, and the partitioning of the stream), ``CONSUME`` (the paper's non-overlap output
@@ -37,8 +38,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 from situflow.lang import ast
+from situflow.lang.attributes import AttributeTypes, Uses
 from situflow.lang.parser import Parser
-from situflow.lang.printer import expr_text
+from situflow.lang.printer import expr_text, name_text
 from situflow.lang.tokens import T
 from situflow.lang.validate import Type, check_condition, error, infer
 
@@ -54,6 +56,8 @@ class Strategy(Enum):
 
 DEFAULT_STRATEGY = Strategy.ANY
 AGGREGATES = frozenset({"avg", "max", "min", "sum", "count"})
+# The clauses that may follow WHERE.
+_CLAUSES = frozenset({"WITHIN", "PARTITION", "CONSUME", "RETURN"})
 
 
 class Index(Enum):
@@ -80,7 +84,8 @@ class Component(ast.Node):
     negated: bool = False
 
     def to_text(self) -> str:
-        inner = f"{self.type_name}+ {self.var}[]" if self.kleene else f"{self.type_name} {self.var}"
+        type_name, var = name_text(self.type_name), name_text(self.var)
+        inner = f"{type_name}+ {var}[]" if self.kleene else f"{type_name} {var}"
         return f"~({inner})" if self.negated else inner
 
 
@@ -99,7 +104,7 @@ class Equivalence(ast.Node):
     attr: str
 
     def to_text(self) -> str:
-        return f"[{self.attr}]"
+        return f"[{name_text(self.attr)}]"
 
 
 @dataclass(frozen=True)
@@ -112,15 +117,16 @@ class KleeneRef(ast.Node):
     k: int = 0  # the constant of Index.CONST
 
     def to_text(self) -> str:
+        var = name_text(self.var)
         inner = {
             Index.CONST: str(self.k),
             Index.CURRENT: "i",
             Index.PREVIOUS: "i-1",
             Index.PREFIX: "..i-1",
-            Index.LAST: f"{self.var}.LEN",
+            Index.LAST: f"{var}.LEN",
             Index.ALL: "",
         }[self.index]
-        return f"{self.var}[{inner}]" + (f".{self.attr}" if self.attr is not None else "")
+        return f"{var}[{inner}]" + (f".{name_text(self.attr)}" if self.attr is not None else "")
 
 
 @dataclass(frozen=True)
@@ -130,7 +136,7 @@ class Length(ast.Node):
     var: str
 
     def to_text(self) -> str:
-        return f"{self.var}.LEN"
+        return f"{name_text(self.var)}.LEN"
 
 
 @dataclass(frozen=True)
@@ -286,11 +292,18 @@ class SaseParser(Parser):
             while self.match(T.COMMA):
                 variables.append(self._parse_strategy_var())
             self.expect(T.RPAREN, "',' or ')' after the strategy's variables")
+            if self._at_clause_end():
+                return strategy, tuple(variables), None  # no predicates, no '{ }' (§2)
             self.expect(T.LBRACE, "'{' to open the predicates of the strategy")
             where = None if self.at(T.RBRACE) else self.parse_expression()
             self.expect(T.RBRACE, "'}' to close the predicates, or AND before the next one")
             return strategy, tuple(variables), where
         return None, (), self.parse_expression()
+
+    def _at_clause_end(self) -> bool:
+        """Whether the WHERE clause ends here: the next clause or the end of the query."""
+        return self.at(T.EOF) or self.at(T.SEMI) or (
+            self.curr.type is T.IDENT and self.curr.upper in _CLAUSES)
 
     def _parse_strategy_var(self) -> StrategyVar:
         first = self.expect_ident("a pattern variable")
@@ -358,10 +371,11 @@ class SaseParser(Parser):
         token = self.curr
         if token.type is T.NUMBER:
             self.advance()
-            if not token.text.isdigit() or int(token.text) < 1:
+            k = self._number_value(token)
+            if not token.text.isdigit() or k < 1:
                 self.raise_error("a constant index counts from 1, as in a[1]", token)
             self.expect(T.RBRACKET, "']'")
-            return Index.CONST, int(token.text)
+            return Index.CONST, int(k)
         if token.type is T.IDENT and token.text == var and self.peek().type is T.DOT:
             self.advance()
             self.advance()
@@ -401,19 +415,19 @@ def parse(text: str) -> SaseQuery:
 def canonical(query: SaseQuery) -> str:
     """The canonical text: one line, keywords upper case, the strategy always spelled out."""
     parts = ["PATTERN SEQ(" + ", ".join(c.to_text() for c in query.components) + ")"]
-    listed = ", ".join(c.var + ("[]" if c.kleene else "") for c in query.components)
+    listed = ", ".join(name_text(c.var) + ("[]" if c.kleene else "") for c in query.components)
     body = " AND ".join(expr_text(c) for c in query.conjuncts())
     parts.append(f"WHERE {query.effective_strategy.value}({listed}) {{ {body} }}".replace(
         "{  }", "{ }"))
     if query.within is not None:
         parts.append(f"WITHIN {expr_text(query.within)}")
     if query.partition_by:
-        parts.append("PARTITION BY " + ", ".join(query.partition_by))
+        parts.append("PARTITION BY " + ", ".join(map(name_text, query.partition_by)))
     if query.consume:
         parts.append("CONSUME")
     if query.returns:
         parts.append("RETURN " + ", ".join(
-            expr_text(r.expr) + (f" AS {r.alias}" if r.alias is not None else "")
+            expr_text(r.expr) + (f" AS {name_text(r.alias)}" if r.alias is not None else "")
             for r in query.returns
         ))
     return " ".join(parts)
@@ -506,10 +520,13 @@ class _Validator:
             if sv.brackets and not c.kleene:
                 raise error(sv, f"'{sv.var}' is not a Kleene variable; write it without '[ ]'")
             listed.add(sv.var)
-        missing = [c.var for c in q.components if c.var not in listed]
+        # Negated components may be left out (the paper lists them in Query 1, but they
+        # select no event).
+        missing = [c.var for c in q.positives if c.var not in listed]
         if missing:
             raise error(q.strategy_vars[-1], f"{q.effective_strategy.value}(...) must list every "
-                                             f"pattern variable; missing {', '.join(missing)}")
+                                             "pattern variable that is not negated; missing "
+                                             f"{', '.join(missing)}")
 
     def _check_attribute(self, node: ast.Node, attr: str) -> None:
         if attr == self.type_field:
@@ -651,3 +668,14 @@ def _var_of(ref: ast.Node) -> str | None:
 def parse_and_validate(text: str, type_field: str = "type") -> SaseQuery:
     """Parse and validate; every error is a located ``QueryError``."""
     return validate(parse(text), type_field)
+
+
+def attribute_types(query: SaseQuery) -> AttributeTypes:
+    """What ``query`` requires of its events' attributes (:mod:`situflow.lang.attributes`)."""
+    uses = Uses(lambda node: node.name if isinstance(node, ast.Ref)
+                else node.attr if isinstance(node, KleeneRef) else None)
+    for conjunct in query.conjuncts():
+        uses.visit(conjunct)
+    for item in query.returns:
+        uses.visit(item.expr)
+    return uses.types(query.partition_attrs())

@@ -115,19 +115,20 @@ def tokenize(text: str) -> list[Token]:
             tokens.append(Token(T.IDENT, _LOGICAL_SYMBOLS[c], line, i - line_start + 1, i, i + 1,
                                 spaced))
             i, spaced = i + 1, False
-        elif c.isdigit() or (c == "." and i + 1 < n and text[i + 1].isdigit()):
+        # isdecimal, not isdigit: '²' and '①' are digits that int() and float() refuse.
+        elif c.isdecimal() or (c == "." and i + 1 < n and text[i + 1].isdecimal()):
             j = i
-            while j < n and text[j].isdigit():
+            while j < n and text[j].isdecimal():
                 j += 1
-            if j + 1 < n and text[j] == "." and text[j + 1].isdigit():
+            if j + 1 < n and text[j] == "." and text[j + 1].isdecimal():
                 j += 1
-                while j < n and text[j].isdigit():
+                while j < n and text[j].isdecimal():
                     j += 1
             if j < n and text[j] in "eE" and j + 1 < n and (
-                text[j + 1].isdigit() or (text[j + 1] in "+-" and j + 2 < n and text[j + 2].isdigit())
+                text[j + 1].isdecimal() or (text[j + 1] in "+-" and j + 2 < n and text[j + 2].isdecimal())
             ):
                 j += 2
-                while j < n and text[j].isdigit():
+                while j < n and text[j].isdecimal():
                     j += 1
             emit(T.NUMBER, i, j)
             i = j

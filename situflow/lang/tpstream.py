@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from situflow.lang import ast
+from situflow.lang.attributes import AttributeTypes, Uses
 from situflow.lang.parser import Parser
-from situflow.lang.printer import expr_text
+from situflow.lang.printer import expr_text, name_text
 from situflow.lang.tokens import T, Token
 from situflow.tpstream.allen import INVERSE, RELATIONS
 
@@ -51,7 +52,7 @@ class Definition(ast.Node):
 
     def to_text(self) -> str:
         extra = f" {self.duration.to_text()}" if self.duration else ""
-        return f"{self.name} AS {expr_text(self.condition)}{extra}"
+        return f"{name_text(self.name)} AS {expr_text(self.condition)}{extra}"
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class Constraint(ast.Node):
     def to_text(self) -> str:
         left, right = self.pair
         ordered = [r for r in RELATIONS if r in self.relations()]
-        return f"{left} {';'.join(ordered)} {right}"
+        return f"{name_text(left)} {';'.join(ordered)} {name_text(right)}"
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ class Output(ast.Node):
     name: str
 
     def to_text(self) -> str:
-        return f"{expr_text(self.expr)} AS {self.name}"
+        return f"{expr_text(self.expr)} AS {name_text(self.name)}"
 
 
 @dataclass(frozen=True)
@@ -109,9 +110,10 @@ class Query(ast.Node):
 
     def to_text(self) -> str:
         """Canonical text: one clause per line, keywords upper case."""
-        head = f"FROM {self.stream}" + (f" {self.alias}" if self.alias else "")
+        head = f"FROM {name_text(self.stream)}" + (f" {name_text(self.alias)}" if self.alias
+                                                   else "")
         if self.partition_by:
-            head += " PARTITION BY " + ", ".join(r.dotted for r in self.partition_by)
+            head += " PARTITION BY " + ", ".join(expr_text(r) for r in self.partition_by)
         return "\n".join([
             head,
             "DEFINE " + ",\n       ".join(d.to_text() for d in self.definitions),
@@ -250,3 +252,19 @@ class TPStreamParser(Parser):
 def parse(text: str) -> Query:
     """Parse TPStream query text; raises ``ParseError``/``TokenError`` with a position."""
     return TPStreamParser(text).parse()
+
+
+def attribute_types(query: Query) -> AttributeTypes:
+    """What ``query`` requires of its events' attributes (:mod:`situflow.lang.attributes`):
+    condition references read attributes; in RETURN, ``count(B)`` names a situation."""
+    situations = {d.name for d in query.definitions}
+    conditions = Uses(lambda node: node.name if isinstance(node, ast.Ref) else None)
+    for d in query.definitions:
+        conditions.visit(d.condition)
+    outputs = Uses(lambda node: node.name if isinstance(node, ast.Ref) and not (
+        node.qualifier is None and node.name in situations) else None)
+    for o in query.outputs:
+        outputs.visit(o.expr)
+    conditions.numeric |= outputs.numeric
+    conditions.used |= outputs.used
+    return conditions.types(r.name for r in query.partition_by)

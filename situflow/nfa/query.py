@@ -11,12 +11,14 @@ same results; ``describe()`` names the engine and, for a plan, the plan and its 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 from situflow.errors import StateError
 from situflow.lang import sase
+from situflow.lang.attributes import AttributeTypes
 from situflow.nfa.automaton import Automaton
 from situflow.nfa.compiler import compile_automaton
 from situflow.nfa.operator import NfaOperator
@@ -38,6 +40,10 @@ class SaseCompiledQuery:
 
     def canonical(self) -> str:
         return sase.canonical(self.ast)
+
+    @functools.cached_property
+    def attribute_types(self) -> AttributeTypes:
+        return sase.attribute_types(self.ast)
 
     def describe(self) -> str:
         if self.planned is not None:

@@ -76,7 +76,9 @@ class CostInputs:
 
     @classmethod
     def build(cls, pattern: Pattern, stats: Statistics) -> CostInputs:
-        n, window = pattern.size, pattern.window
+        # A zero window still holds the events of one time tick (the rates' unit), and the
+        # Kleene rewrite divides by W.
+        n, window = pattern.size, pattern.window or 1.0
         rates = []
         for comp in pattern.components:
             rate = stats.rate(comp.type)

@@ -207,8 +207,9 @@ def _renamed(cond: Any, name: str) -> Any:
 def _validate(p: Pattern) -> None:
     if not p.components:
         raise PatternError("a pattern needs at least one positive event")
-    if not p.window > 0:
-        raise PatternError(f"the window must be positive, got {p.window}")
+    if not p.window >= 0:
+        # A zero window is meaningful: every event of a match shares one timestamp.
+        raise PatternError(f"the window must not be negative, got {p.window}")
     names = [c.var for c in p.components] + [n.var for n in p.negations]
     duplicates = sorted({v for v in names if names.count(v) > 1})
     if duplicates:

@@ -42,7 +42,9 @@ def best_bracketing(leaves: tuple[int, ...], terms: Terms) -> Node:
             best[i][j] = float("inf")
             for k in range(i, j):
                 value = best[i][k] + best[k + 1][j] + terms.join(masks[i][k], masks[k + 1][j])
-                if value < best[i][j]:
+                # The first split stands until a cheaper one: costs can overflow to inf
+                # (a huge window), and a cut left unset would not bracket i..j.
+                if value < best[i][j] or k == i:
                     best[i][j], cut[i][j] = value, k
     return _build(leaves, cut, 0, n - 1)
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from situflow.events import EventBatch, plain
-from situflow.tpstream.deriver import NUMERIC, column
+from situflow.tpstream.deriver import column, in_kernel, kernel_values
 from situflow.tpstream.query import TPStreamQuery
 from situflow.tpstream.situations import Situation
 
@@ -57,7 +57,7 @@ class SituationAggregates:
         self.refs_by_def: list[list[int]] = [[] for _ in query.definitions]
         for k, agg in enumerate(query.aggregates):
             self.refs_by_def[agg.defn].append(k)
-        numeric = [k for k, a in enumerate(query.aggregates) if a.func in NUMERIC]
+        numeric = [k for k, a in enumerate(query.aggregates) if in_kernel(a)]
         self.numeric_index = {k: i for i, k in enumerate(numeric)}
 
     def finished(self, rec: Any, r: int, d: int, slot: int,
@@ -102,7 +102,7 @@ class SituationAggregates:
             elif agg.func == "last":
                 values[k] = plain(seen[-1])
             else:
-                col = seen.astype(np.float64)
+                col = kernel_values(agg, seen)
                 col = col[~np.isnan(col)]
                 i = self.numeric_index[k]
                 # Summed in event order from the state before the batch, as the kernel sums

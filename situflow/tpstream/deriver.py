@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from situflow.errors import InputError
-from situflow.events import EventBatch, plain
+from situflow.events import EventBatch, factorize, plain
 from situflow.tpstream import kernels
-from situflow.tpstream.query import TIME_FIELD, TPStreamQuery, condition_mask
+from situflow.tpstream.query import TIME_FIELD, AggregateRef, TPStreamQuery, condition_mask
 
 NUMERIC = ("min", "max", "sum", "avg")
 # Integer partition keys below this bound map to slots through a lookup table.
@@ -71,8 +71,9 @@ class Deriver:
         self.ndef = len(query.definitions)
         self.dmin = np.array([np.nan if d.dmin is None else d.dmin for d in query.definitions])
         self.dmax = np.array([np.nan if d.dmax is None else d.dmax for d in query.definitions])
-        # Aggregates the kernel maintains: the numeric ones; first/last are looked up by position.
-        self.numeric = [i for i, a in enumerate(query.aggregates) if a.func in NUMERIC]
+        # Aggregates the kernel maintains: the numeric ones and counts of an attribute; first/last
+        # are looked up by position, count(X) is the situation's event count.
+        self.numeric = [i for i, a in enumerate(query.aggregates) if in_kernel(a)]
         self.agg_def = np.array([query.aggregates[i].defn for i in self.numeric], dtype=np.int64)
         self.keys: dict[Any, int] = {}
         self._table = np.full(0, -1, np.int64)
@@ -107,23 +108,21 @@ class Deriver:
             if not self.key_list:
                 self._add_key(None)
             return np.zeros(len(batch), np.int64)
-        missing = [a for a in attrs if a not in batch.columns]
-        if missing:
-            raise InputError(f"events have no partition attribute '{missing[0]}'")
-        columns = [batch.columns[a] for a in attrs]
+        # An event without a partition attribute belongs to the null key (SEMANTICS.md).
+        columns = [batch.column(a) for a in attrs]
+        keys: list[Any]
         if len(columns) == 1:
             keys_column = columns[0]
             if keys_column.dtype.kind in "iu" and len(keys_column):
                 direct = self._direct_slots(keys_column)
                 if direct is not None:
                     return direct
-            uniques, inverse = np.unique(keys_column, return_inverse=True)
-            keys = [plain(u) for u in uniques.tolist()]
+            keys, inverse = factorize(keys_column)
         else:
-            codes = [np.unique(c, return_inverse=True) for c in columns]
+            codes = [factorize(c) for c in columns]
             stacked = np.stack([inv for _, inv in codes], axis=1)
             rows, inverse = np.unique(stacked, axis=0, return_inverse=True)
-            keys = [[plain(codes[k][0][r]) for k, r in enumerate(row)] for row in rows]
+            keys = [[codes[k][0][r] for k, r in enumerate(row)] for row in rows]
         lookup = np.empty(len(keys), np.int64)
         for i, key in enumerate(keys):
             hashable = tuple(key) if isinstance(key, list) else key
@@ -171,7 +170,8 @@ class Deriver:
             cond = self.conditions(batch)
         vals = np.empty((len(self.numeric), n))
         for row, i in enumerate(self.numeric):
-            vals[row] = self._numeric_column(batch, self.query.aggregates[i].attr)
+            agg = self.query.aggregates[i]
+            vals[row] = kernel_values(agg, column(batch, agg.attr or ""))
         self.first_pos.fill(-1)
         self.last_pos.fill(-1)
         size = n * self.ndef
@@ -193,12 +193,6 @@ class Deriver:
             r.sum, r.min, r.max, r.cnt,
         )
         return Records(*(a[..., :m] for a in vars(r).values()))
-
-    def _numeric_column(self, batch: EventBatch, attr: str | None) -> np.ndarray:
-        values = column(batch, attr or "")
-        if values.dtype.kind not in "biuf":
-            raise InputError(f"attribute '{attr}' must be numeric for min/max/sum/avg")
-        return values.astype(np.float64, copy=False)
 
     def carry(self, batch: EventBatch) -> None:
         """At batch end: keep first/last values of open situations for the next batch."""
@@ -244,6 +238,34 @@ class Deriver:
         """The state slot of a partition key (a new key gets one)."""
         found = self.keys.get(tuple(key) if isinstance(key, list) else key)
         return self._add_key(key) if found is None else found
+
+
+def in_kernel(agg: AggregateRef) -> bool:
+    """Whether the kernel keeps ``agg``'s running sum, min, max and count of values."""
+    return agg.func in NUMERIC or (agg.func == "count" and agg.attr is not None)
+
+
+def kernel_values(agg: AggregateRef, values: np.ndarray) -> np.ndarray:
+    """The values the kernel accumulates for ``agg`` (NaN: skipped, not counted).
+
+    ``count(X.attr)`` counts the events of X where ``attr`` is present, SQL's ``COUNT(col)``
+    (SEMANTICS.md, "Event time and types"): 1 where present, whatever its type, else NaN.
+    """
+    if agg.func == "count":
+        return np.where(present(values), 1.0, np.nan)
+    if values.dtype.kind not in "biuf":
+        raise InputError(f"attribute '{agg.attr}' must be numeric for min/max/sum/avg")
+    return values.astype(np.float64, copy=False)
+
+
+def present(values: np.ndarray) -> np.ndarray:
+    """Whether each value is present: columns hold null and absent values as NaN or None."""
+    if values.dtype.kind == "f":
+        return ~np.isnan(values)
+    if values.dtype.kind == "O":
+        return np.fromiter((not (v is None or (isinstance(v, float) and v != v)) for v in values),
+                           bool, len(values))
+    return np.ones(len(values), bool)
 
 
 def column(batch: EventBatch, attr: str) -> np.ndarray:

@@ -18,6 +18,7 @@ import numpy as np
 
 from situflow.lang import ast
 from situflow.lang import tpstream as lang
+from situflow.lang.attributes import AttributeTypes
 from situflow.lang.compile import compile_scalar, compile_vector
 from situflow.lang.validate import Type, check_condition, error, infer
 from situflow.operator import Operator, QueryOptions
@@ -76,6 +77,10 @@ class TPStreamQuery:
 
     def canonical(self) -> str:
         return self.ast.to_text()
+
+    @functools.cached_property
+    def attribute_types(self) -> AttributeTypes:
+        return lang.attribute_types(self.ast).without({self.options.type_field})
 
     def describe(self) -> str:
         from situflow.tpstream.planner import Planner

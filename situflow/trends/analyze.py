@@ -77,6 +77,10 @@ from situflow.trends.kernel import (
 MODES = {"skip-till-any-match": ANY, "skip-till-next-match": NEXT, "contiguous": CONT}
 OPS = {"<": LT, "<=": LE, ">": GT, ">=": GE, "=": EQ, "!=": NE}
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
+# Window lengths in ticks: window ends (k·SLIDE + WITHIN) stay inside 64-bit event times.
+MAX_TICKS = 2**62
+# The operator keeps a slot per window an event belongs to (WITHIN / SLIDE rounded up).
+MAX_WINDOWS_PER_EVENT = 100_000
 
 
 @dataclass(frozen=True)
@@ -241,6 +245,10 @@ def _analyze_automaton(query: CograQuery, options: QueryOptions,
     slots, outputs = _aggregates(query, positions, variables, negated, elsewhere)
     size = _ticks(query.within, options, "WITHIN")
     slide = size if query.slide is None else _ticks(query.slide, options, "SLIDE")
+    if -(-size // slide) > MAX_WINDOWS_PER_EVENT:
+        raise error(query.slide or query.within,
+                    f"WITHIN / SLIDE puts every event in {-(-size // slide):,} windows; at most "
+                    f"{MAX_WINDOWS_PER_EVENT:,} are kept per event: use a longer SLIDE")
     mode, granularity, path = _select_granularity(
         MODES[query.semantics], positions, start_t, follow_t, atoms, bool(negations))
     return Plan(
@@ -488,6 +496,10 @@ def _alternatives(node: ast.Node, lengths: dict[str, int]) -> list[ast.Node | No
     return out
 
 
+# A minimal length unrolls the Kleene plus into that many positions (each a state).
+MAX_MINIMUM_LENGTH = 100
+
+
 def _minimal_lengths(query: CograQuery) -> dict[str, int]:
     """``LENGTH(A) >= m`` (or ``> m - 1``) conjuncts, by variable (Appendix C)."""
     kleene = {n.inner.variable: n for n in query.pattern.walk()
@@ -509,6 +521,9 @@ def _minimal_lengths(query: CograQuery) -> dict[str, int]:
             raise error(conjunct.left, f"LENGTH({variable}) needs a Kleene variable such as "
                                        f"{variable}+ in the pattern")
         minimum = conjunct.right.value + (1 if conjunct.op == ">" else 0)
+        if minimum > MAX_MINIMUM_LENGTH:
+            raise error(conjunct, f"LENGTH({variable}) >= {minimum} unrolls {variable}+ into "
+                                  f"{minimum} positions; at most {MAX_MINIMUM_LENGTH} are supported")
         lengths[variable] = max(lengths.get(variable, 1), minimum)
     return lengths
 
@@ -689,6 +704,9 @@ def _ticks(length: Length, options: QueryOptions, clause: str) -> int:
         assert isinstance(value, ast.Literal)
         raw = literal_value(value)
         ticks = float(raw) if isinstance(raw, int | float) else math.nan
+    if ticks > MAX_TICKS:
+        raise error(length, f"{clause} exceeds 2^62 time units ({options.time_unit:g} s each), "
+                            "beyond the range of 64-bit event times")
     if not (ticks >= 1 and abs(ticks - round(ticks)) < 1e-9):
         raise error(length, f"{clause} must be a whole positive number of time units "
                             f"({options.time_unit:g} s each)")

@@ -1,16 +1,19 @@
 """``compile(text, options)`` for COGRA queries (the language registry's ``RETURN`` entry).
 
 >>> q = compile("RETURN COUNT(*) PATTERN SEQ(A+, B+) SEMANTICS skip-till-next-match WITHIN 10")
->>> print(q.describe().splitlines()[1])
+>>> print(q.describe().splitlines()[2])
 granularity: pattern (Table 5)
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from situflow.lang import cogra
+from situflow.lang.attributes import AttributeTypes
 from situflow.lang.cogra import CograQuery, parse
 from situflow.lang.printer import expr_text
 from situflow.operator import QueryOptions
@@ -41,10 +44,15 @@ class CompiledTrendQuery:
     def canonical(self) -> str:
         return self.tree.to_text()
 
+    @functools.cached_property
+    def attribute_types(self) -> AttributeTypes:
+        return cogra.attribute_types(self.tree).without({self.options.type_field})
+
     def describe(self) -> str:
-        """The analyzer's decisions (Fig. 3): automaton, predicates, granularity, path."""
+        """The canonical text, then the analyzer's decisions (Fig. 3): automaton, predicates,
+        granularity, path."""
         plan = self.plan
-        lines = [f"COGRA query {self.query_id[:12]}: {plan.semantics}"]
+        lines = [self.canonical(), f"COGRA query {self.query_id[:12]}: {plan.semantics}"]
         if not plan.factors:
             lines += _describe_automaton(plan)
         else:

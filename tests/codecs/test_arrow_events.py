@@ -12,10 +12,12 @@ import pytest
 from situflow.codecs.arrow_events import (
     HEADERS,
     batch_from_events,
+    concat,
     decode_batch,
     encode_batch,
     events_from_batch,
     is_arrow,
+    is_json_text,
 )
 from situflow.codecs.errors import InputError
 
@@ -56,11 +58,13 @@ def test_a_stream_without_rows_decodes_as_an_empty_batch() -> None:
         (pa.array([1_500, -1], pa.timestamp("ms")), [1_500, -1]),
         (pa.array([1_500_999, -1], pa.timestamp("us", tz="UTC")), [1_500, -1]),  # rounded down
         (pa.array([2, 0], pa.timestamp("s")), [2_000, 0]),
+        (pa.array(["1970-01-01T00:00:02Z", "1970-01-01T00:00:00.0015"]), [2_000, 1]),
     ],
 )
-def test_the_time_column_becomes_int64(column: pa.Array, expected: list[int]) -> None:
+def test_the_time_column_becomes_int64_ticks(column: pa.Array, expected: list[int]) -> None:
+    """In a stream of milliseconds."""
     batch = pa.RecordBatch.from_arrays([column], names=["ts"])
-    decoded = decode_batch(encode_batch(batch))
+    decoded = decode_batch(encode_batch(batch), time_unit=0.001)
     assert (decoded.schema.field("ts").type, decoded.column(0).to_pylist()) == (
         pa.int64(),
         expected,
@@ -81,6 +85,24 @@ def test_extra_columns_are_kept() -> None:
     ]
 
 
+def test_a_column_whose_values_share_no_arrow_type_travels_as_json_text() -> None:
+    """Types are the queries' to decide, never the first event's (SEMANTICS.md)."""
+    events = [{"ts": 1, "car": 7, "speed": 2**70}, {"ts": 2, "car": "x7", "speed": [1]}]
+    batch = batch_from_events(events)
+    assert is_json_text(batch.schema.field("car")) and is_json_text(batch.schema.field("speed"))
+    assert events_from_batch(decode_batch(encode_batch(batch))) == events
+
+
+def test_tables_that_disagree_on_a_column_unify_it_as_json_text() -> None:
+    first = pa.Table.from_batches([batch_from_events([{"ts": 1, "speed": "abc", "car": 1}])])
+    second = pa.Table.from_batches([batch_from_events([{"ts": 2, "speed": 80, "car": 2.5}])])
+    table = concat([first, second])
+    assert table.schema.field("car").type == pa.float64()  # promoted: no text needed
+    assert is_json_text(table.schema.field("speed"))
+    assert events_from_batch(table) == [{"ts": 1, "speed": "abc", "car": 1.0},
+                                        {"ts": 2, "speed": 80, "car": 2.5}]
+
+
 def test_every_attribute_of_any_event_is_a_column() -> None:
     """Events of one stream may carry different attributes (a close event has no price): the
     batch has them all, null where an event lacks one."""
@@ -92,11 +114,11 @@ BAD = [
     # (message, reason)
     (encode_batch(pa.RecordBatch.from_pydict({"car": ["A"]})), "missing event-time field 'ts'"),
     (encode_batch(pa.RecordBatch.from_pydict({"ts": pa.array([1, None])})),
-     "event-time field 'ts' holds 1 null(s)"),
-    (encode_batch(pa.RecordBatch.from_pydict({"ts": [1.5]})),
-     "event-time field 'ts' must be an integer or timestamp column, got double"),
+     "row 1: missing event time 'ts'"),
+    (encode_batch(pa.RecordBatch.from_pydict({"ts": [1.5, 2.5]})),
+     "row 0: event time 'ts' must be a whole number of ticks, found 1.5 (and 1 more rows)"),
     (encode_batch(pa.RecordBatch.from_pydict({"ts": pa.array([2**64 - 1], pa.uint64())})),
-     "event-time field 'ts' is out of the int64 range"),
+     "row 0: event time 'ts' 18446744073709551615 is outside the 64-bit range"),
     (encode_batch(pa.RecordBatch.from_pydict({"ts": [1], "car": ["A"]})),
      "Arrow batch lacks field 'speed' (double)"),
     (encode_batch(pa.RecordBatch.from_pydict({"ts": [1], "car": [1], "speed": [1.0]})),

@@ -1,15 +1,20 @@
-"""JSON events: one object per message; the event time becomes an int (ISO-8601 -> epoch ms)."""
+"""JSON events: one object per message; the event time becomes integer ticks of the stream's time
+unit (ISO-8601 text converted, SEMANTICS.md "Event time and types")."""
 
 from __future__ import annotations
 
 import pytest
 
 from situflow.codecs.errors import InputError
-from situflow.codecs.json_events import decode_event, encode_event, event_time
+from situflow.codecs.event_time import event_ticks
+from situflow.codecs.json_events import decode_event, encode_event
+
+MS = 0.001
 
 GOOD = [
-    # (message, time field, decoded event)
+    # (message, time field, decoded event), in a stream of milliseconds
     (b'{"ts": 5, "car": "A", "speed": 98.5}', "ts", {"ts": 5, "car": "A", "speed": 98.5}),
+    (b'{"ts": 5.0}', "ts", {"ts": 5}),
     (b'{"ts": -3}', "ts", {"ts": -3}),
     (b'{"ts": 9223372036854775807}', "ts", {"ts": 2**63 - 1}),
     (b'{"ts": "1970-01-01T00:00:01Z"}', "ts", {"ts": 1000}),
@@ -31,16 +36,16 @@ BAD = [
     (b'"ts"', "expected a JSON object, got string"),
     (b"null", "expected a JSON object, got null"),
     (b'{"speed": 3}', "missing event-time field 'ts'"),
-    (b'{"ts": null}', "event-time field 'ts' must be an integer or an ISO-8601 string, got null"),
-    (b'{"ts": 1.5}',
-     "event-time field 'ts' must be an integer or an ISO-8601 string, got non-integer number 1.5"),
-    (b'{"ts": true}',
-     "event-time field 'ts' must be an integer or an ISO-8601 string, got boolean"),
-    (b'{"ts": {"s": 1}}',
-     "event-time field 'ts' must be an integer or an ISO-8601 string, got object"),
-    (b'{"ts": "yesterday"}', "event-time field 'ts' is not an ISO-8601 time: 'yesterday'"),
-    (b'{"ts": "12345"}', "event-time field 'ts' is not an ISO-8601 time: '12345'"),
-    (b'{"ts": 9223372036854775808}', "event-time field 'ts' is out of the int64 range"),
+    (b'{"ts": null}', "event time 'ts' must be an integer or ISO-8601 text, found null"),
+    (b'{"ts": 1.5}', "event time 'ts' must be a whole number of ticks, found 1.5"),
+    (b'{"ts": true}', "event time 'ts' must be an integer or ISO-8601 text, found a boolean"),
+    (b'{"ts": {"s": 1}}', "event time 'ts' must be an integer or ISO-8601 text, found an object"),
+    (b'{"ts": "yesterday"}', "event time 'ts' is neither an integer nor ISO-8601 text: 'yesterday'"),
+    (b'{"ts": "12345"}', "event time 'ts' is neither an integer nor ISO-8601 text: '12345'"),
+    (b'{"ts": 9223372036854775808}', "event time 'ts' 9223372036854775808 is outside the 64-bit range"),
+    (b'{"ts": 1e300}', "event time 'ts' 1e+300 is outside the 64-bit range"),
+    (b'{"ts": 1, "name": "\\ud800"}',
+     "invalid JSON: an unpaired UTF-16 surrogate escape is no Unicode text"),
 ]
 
 
@@ -48,7 +53,7 @@ BAD = [
 def test_decodes_an_event_with_an_integer_time(
     message: bytes, time_field: str, event: dict[str, object]
 ) -> None:
-    assert decode_event(message, time_field=time_field) == event
+    assert decode_event(message, time_field=time_field, time_unit=MS) == event
 
 
 @pytest.mark.parametrize(("message", "reason"), BAD)
@@ -74,13 +79,20 @@ def test_input_error_is_the_engine_wide_input_error() -> None:
 def test_encode_then_decode_returns_the_event(
     _message: bytes, _field: str, event: dict[str, object]
 ) -> None:
-    assert decode_event(encode_event(event), time_field=_field) == event
+    assert decode_event(encode_event(event), time_field=_field, time_unit=MS) == event
 
 
 def test_encoding_is_compact_utf8() -> None:
     assert encode_event({"ts": 1, "name": "Müller"}) == '{"ts":1,"name":"Müller"}'.encode()
 
 
-def test_event_time_keeps_integers_in_the_producers_unit() -> None:
-    assert event_time(1_714_557_600_250_123_456) == 1_714_557_600_250_123_456  # nanoseconds
-    assert event_time(12) == 12  # seconds, or sequence numbers: the engine does not care
+def test_integer_times_are_ticks_of_the_stream_unit_unchanged() -> None:
+    assert event_ticks(1_714_557_600_250_123_456, time_unit=1e-9) == 1_714_557_600_250_123_456
+    assert event_ticks(12) == 12
+
+
+def test_iso_text_becomes_ticks_of_the_stream_unit() -> None:
+    text = "2024-05-01T12:00:00Z"
+    assert event_ticks(text) == 1_714_564_800
+    assert event_ticks(text, time_unit=MS) == 1_714_564_800_000
+    assert event_ticks(text, time_unit=60) == 1_714_564_800 // 60

@@ -51,7 +51,7 @@ LATE = [{"ts": 10, "car_id": car, "speed": 99.0, "accel": 0.0} for car in range(
 MALFORMED: list[tuple[bytes | None, str]] = [
     (b"{not json", "invalid JSON"),
     (b'{"car_id": 1, "speed": 3}', "missing event-time field 'ts'"),
-    (b'{"ts": 1.5, "car_id": 1}', "non-integer number"),
+    (b'{"ts": 1.5, "car_id": 1}', "must be a whole number of ticks"),
     (b"[1, 2]", "expected a JSON object"),
     (b"\xff\xfe\x00", "invalid UTF-8"),
     (b'{"ts": 12, "speed": 1}', "missing partition attribute 'car_id'"),

@@ -78,3 +78,28 @@ def test_a_type_field_option_makes_the_type_attribute_visible():
     from situflow.operator import QueryOptions
 
     assert compile(text, QueryOptions(type_field="kind")).language == "sase"
+
+
+def test_query1_with_or_without_its_negated_variable_in_the_strategy_is_one_query():
+    """The strategy's list may leave out negated components: Figure 1's Query 1 with
+    ``skip_till_next_match(a, c)`` is Query 1 (same canonical text, same id, same matches)."""
+    from tests.nfa.harness import QUERY1, Harness
+
+    lenient = QUERY1.replace("skip_till_next_match(a, b, c)", "skip_till_next_match(a, c)")
+    assert compile(lenient).query_id == compile(QUERY1).query_id
+    events = [{"id": f"{kind}@{ts}", "type": kind, "tag_id": tag, "ts": ts} for kind, ts, tag in
+              [("Shelf", 1, 7), ("Register", 2, 7), ("Exit", 3, 7), ("Shelf", 4, 8),
+               ("Register", 5, 7), ("Exit", 6, 8)]]
+    assert Harness.for_query(lenient).matches(events) == Harness.for_query(QUERY1).matches(
+        events) == [{"a": ["Shelf@4"], "c": ["Exit@6"]}]
+
+
+def test_without_predicates_the_block_may_be_left_out():
+    """``WHERE skip_till_any_match(a, b[ ])`` alone means ``{ }`` (no predicates)."""
+    bare = "PATTERN SEQ(Alert a, Shipment+ b[ ])\nWHERE    skip_till_any_match(a, b[ ])\n" \
+           "WITHIN    3 hours"
+    braces = bare.replace("match(a, b[ ])", "match(a, b[ ]) { }")
+    assert compile(bare).query_id == compile(braces).query_id
+    for clause in ("", ";", " PARTITION BY site", " CONSUME", " RETURN a.site AS site"):
+        text = f"PATTERN SEQ(Alert a, Shipment b) WHERE skip_till_any_match(a, b){clause}"
+        assert sase.parse(text).where is None

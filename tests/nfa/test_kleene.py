@@ -85,3 +85,18 @@ def test_iteration_predicates_compare_with_the_previous_selected_event():
                           "{ a[i].x > a[i-1].x }")
     events = [ev(1, "A", x=1), ev(2, "A", x=0), ev(3, "A", x=2), ev(4, "B")]
     assert [m["a"] for m in h.matches(events)] == [["a1", "a3"], ["a2", "a3"], ["a3"]]
+
+
+def test_count_of_an_attribute_counts_the_selected_events_where_it_is_present():
+    """SEMANTICS.md: ``count(v[ ].attr)`` is SQL's ``COUNT(col)``, in WHERE and in RETURN; the
+    length of the iteration is ``v.LEN``."""
+    text = """PATTERN SEQ(Stock+ a[ ], Stock b)
+WHERE skip_till_next_match(a[ ], b) { a[i].kind = 'up' and b.kind = 'end' and b.n = count(a[ ].price) }
+WITHIN 1 hour
+RETURN count(a[ ].price) AS priced, a.LEN AS n"""
+    events = [{"id": f"e{i}", "type": "Stock", "ts": i, "kind": kind, "price": price, "n": n}
+              for i, (kind, price, n) in enumerate([("up", 1.0, 0), ("up", None, 0),
+                                                    ("up", 2.0, 0), ("end", None, 2)])]
+    (m,) = Harness.for_query(text).run(events)
+    assert (m.bindings, m.values) == ({"a": ["e0", "e1", "e2"], "b": ["e3"]},
+                                      {"priced": 2, "n": 3})

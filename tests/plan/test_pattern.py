@@ -16,7 +16,8 @@ def never(x, y) -> bool:
 
 CASES = [
     ("no components", dict(components=()), "at least one positive event"),
-    ("zero window", dict(window=0.0), "window must be positive"),
+    ("negative window", dict(window=-1.0), "window must not be negative"),
+    ("no window", dict(window=float("nan")), "window must not be negative"),
     ("twice bound", dict(components=(A, Component("a", "C"))), "variables bound twice: a"),
     ("negation in AND", dict(sequence=False, negations=(Negation("n", "N", 1),)), "inside SEQ"),
     ("before in SEQ", dict(before=((0, 1),)), "'before' pairs are for AND"),
@@ -47,3 +48,12 @@ def test_conditions_get_stable_names_for_their_statistics():
     assert [p.name for p in pattern.predicates] == ["a~b#0"]
     assert [f.name for f in pattern.filters] == ["b#0"]
     assert pattern.describe() == "SEQ(A a, B b) WITHIN 5"
+
+
+def test_a_zero_window_is_a_pattern_of_events_with_one_timestamp():
+    """Windows are inclusive (SEMANTICS.md), so W = 0 is meaningful and plans can be costed."""
+    from situflow.plan import GENERATORS, Statistics, choose_plan
+
+    pattern = Pattern((A, KB, Component("c", "C")), 0.0, (Predicate("a", "c", never),))
+    for algorithm in GENERATORS:
+        assert choose_plan(pattern, Statistics({"A": 2.0, "B": 3.0, "C": 1.0}), algorithm)

@@ -181,3 +181,47 @@ def test_a_restored_situation_keeps_its_aggregates_through_json():
         restored = q.restore(json.loads(json.dumps(op.snapshot())))
         (m,) = first + restored.process(batch_of(events, cut, len(events)))
         assert (m.emitted_at, m.values) == (6, {"sa": 3, "fb": 6})
+
+
+def test_count_of_an_attribute_counts_the_events_where_it_is_present():
+    """SEMANTICS.md: ``count(X.attr)`` is SQL's ``COUNT(col)`` (null and absent values are not
+    counted, any other value is); ``count(X)`` counts all of X's events. Early (A overlaps B, B
+    still open) and final (B with an upper bound, known at its end) results, in any batches."""
+    tags = {1: "x", 2: "y", 3: None, 5: "z", 6: "", 8: "w"}  # 3 null, 0 4 7 9.. absent
+    events = [{**e, **({"tag": tags[e["ts"]]} if e["ts"] in tags else {})}
+              for e in from_intervals({"A": [(1, 5)], "B": [(3, 9)]}, 12)]
+    early = ("FROM S DEFINE A AS a = 1, B AS b = 1 PATTERN A overlaps B WITHIN 100 seconds "
+             "RETURN count(A.tag) AS na, count(B.tag) AS nb, count(B) AS all_b")
+    final = early.replace("B AS b = 1", "B AS b = 1 AT MOST 20s")
+    for batch_size in (1, 2, 5, 100):
+        (m,) = run(early, events, batch_size)
+        # At 5, A [1, 5) is over (tags x, y, null, absent), B holds the events 3, 4, 5.
+        assert (m.emitted_at, m.values) == (5, {"na": 2, "nb": 1, "all_b": 3})
+        (m,) = run(final, events, batch_size)
+        # B [3, 9) is known at 9: null, absent, z, "", absent, w.
+        assert (m.emitted_at, m.values) == (9, {"na": 2, "nb": 3, "all_b": 6})
+
+
+def test_count_of_an_attribute_through_the_cli(tmp_path, capsys):
+    """Issue #12: ``RETURN count(D.x)`` raised KeyError while matching."""
+    from situflow.cli import main
+
+    (tmp_path / "q.tps").write_text(
+        "FROM S PARTITION BY k DEFINE A AS a = 1, D AS d = 1 AT MOST 1 minutes PATTERN A before D "
+        "WITHIN 1 hours RETURN count(D.x) AS n, count(D) AS m")
+    events = [{"ts": t, "k": 1, "a": int(t < 2), "d": int(4 <= t < 8),
+               **({"x": "s"} if t == 5 else {"x": 3} if t == 6 else {})} for t in range(12)]
+    (tmp_path / "e.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert main(["run", str(tmp_path / "q.tps"), "--input", str(tmp_path / "e.jsonl")]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert json.loads(line)["values"] == {"n": 2, "m": 4}
+
+
+def test_a_zero_window_matches_situations_that_start_together_at_their_start():
+    """WITHIN 0 (SEMANTICS.md: ``max(te) - min(ts) <= 0``, an ongoing situation's end counting
+    as now): a low-latency match of situations that began at the same event, emitted there."""
+    events = from_intervals({"A": [(2, 4), (7, 9)], "B": [(2, 6), (8, 9)]}, 10)
+    together = ("FROM S DEFINE A AS a = 1, B AS b = 1 PATTERN A starts;started-by;equals B "
+                "WITHIN 0 seconds RETURN count(A) AS n")
+    assert summary(run(together, events)) == [(2, {"A": (2, None), "B": (2, None)})]
+    assert run(together.replace("starts;started-by;equals", "starts"), events) == []

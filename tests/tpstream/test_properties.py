@@ -71,6 +71,22 @@ def test_matching_equals_the_earliest_certain_reference(scenario):
     assert {tuple(ts_ for ts_, _ in config) for config in final} <= reported
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_a_zero_window_matches_the_reference_too(scenario):
+    """WITHIN 0 is evaluated (``max(te) - min(ts) <= 0``): only situations that start at one
+    event, matched there while all of them run, and only where the relations are certain."""
+    ts, conds, constraints, bounds, _, batch = scenario
+    ndef = len(conds)
+    q = query(text_of(ndef, constraints, bounds, 0))
+    events = [{"ts": t, **{f"x{d}": int(conds[d][k]) for d in range(ndef)}}
+              for k, t in enumerate(ts)]
+    got = {(tuple((m.bindings[NAMES[d]]["ts"], m.bindings[NAMES[d]]["te"]) for d in range(ndef)),
+            m.emitted_at) for m in run(q, events, batch)}
+    assert got == reference.earliest_matches(ts, conds, bounds, q.constraints, 0)
+    assert all(emitted == config[0][0] for config, emitted in got)
+
+
 @settings(max_examples=100, deadline=None)
 @given(scenarios(), st.integers(1, 5))
 def test_results_do_not_depend_on_batch_size(scenario, other):
@@ -90,6 +106,7 @@ def test_derivation_equals_definition_5_2_with_its_aggregates(data):
     ts = list(itertools.accumulate(data.draw(st.lists(st.integers(0, 2), min_size=n,
                                                       max_size=n))))
     values = data.draw(st.lists(st.integers(-5, 5), min_size=n, max_size=n))
+    tags = data.draw(st.lists(st.none() | st.sampled_from("xy"), min_size=n, max_size=n))
     lo = data.draw(st.none() | st.integers(1, 4))
     hi = data.draw(st.none() | st.integers(4, 8))
     batch = data.draw(st.integers(1, n))
@@ -97,9 +114,9 @@ def test_derivation_equals_definition_5_2_with_its_aggregates(data):
              f" AT MOST {hi}s" if lo is None else f" BETWEEN {lo}s AND {hi}s")
     q = query(f"FROM S DEFINE X AS v > 0{extra}, Y AS v < -100 PATTERN X before Y "
               "WITHIN 1 hours RETURN first(X.v) AS f, last(X.v) AS l, count(X) AS n, "
-              "sum(X.v) AS s, min(X.v) AS lo, max(X.v) AS hi")
+              "sum(X.v) AS s, min(X.v) AS lo, max(X.v) AS hi, count(X.tag) AS tagged")
     op = q.operator()
-    events = [{"ts": t, "v": v} for t, v in zip(ts, values, strict=True)]
+    events = [{"ts": t, "v": v, "tag": tag} for t, v, tag in zip(ts, values, tags, strict=True)]
     for i in range(0, n, batch):
         op.process(batch_of(events, i, i + batch))
     parts = [p for p in op.matcher.partitions if p is not None]
@@ -110,6 +127,7 @@ def test_derivation_equals_definition_5_2_with_its_aggregates(data):
         if s.te is None:
             continue
         run_values = values[s.start:s.end]
+        tagged = sum(tag is not None for tag in tags[s.start:s.end])
         expected.append((s.ts, s.te, [run_values[0], run_values[-1], len(run_values),
-                                      sum(run_values), min(run_values), max(run_values)]))
+                                      sum(run_values), min(run_values), max(run_values), tagged]))
     assert got == expected

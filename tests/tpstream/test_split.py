@@ -30,7 +30,8 @@ from tests.tpstream.harness import batch_of, query, run
 
 NAMES = "ABC"
 AGGREGATES = ["count({d})", "first({d}.v)", "last({d}.v)", "sum({d}.v)", "min({d}.v)",
-              "max({d}.v)", "avg({d}.v)", "first({d}.s)", "last({d}.s)"]
+              "max({d}.v)", "avg({d}.v)", "first({d}.s)", "last({d}.s)", "count({d}.v)",
+              "count({d}.s)"]
 
 
 @st.composite
@@ -43,7 +44,7 @@ def scenarios(draw):
     for t in ts:
         event = {"ts": t, "k": draw(st.integers(0, nkeys - 1)), "j": draw(st.sampled_from("ab")),
                  "v": draw(st.none() | st.floats(-4, 4, allow_nan=False).map(lambda x: x / 3)),
-                 "s": draw(st.sampled_from(["x", "y", "z"]))}
+                 "s": draw(st.sampled_from(["x", "y", "z", None]))}
         for d in range(ndef):
             event[f"x{d}"] = int(draw(st.integers(0, 3)) > 0)
         events.append(event)

@@ -98,7 +98,7 @@ def test_counts_beyond_float_range_multiply() -> None:
 def test_describe_names_each_side() -> None:
     text = query("COUNT(*)", NEXT, pattern="SEQ(A+, B+) AND C+")
     lines = compile(text).describe().splitlines()
-    assert lines[1] == "granularity: conjunction"
+    assert lines[2] == "granularity: conjunction"
     assert "side 1:" in lines and "side 2:" in lines
 
 

@@ -1,0 +1,80 @@
+"""``/health`` and the lag gauge of a service (workers/app.py, issue 12), without a broker.
+
+A partition whose applied offset stands still while input waits (high watermark past the
+applied offset + 1) for ``SITUFLOW_STALL_TIMEOUT`` seconds makes the service not ready; the
+lag gauge ``situflow_input_lag`` counts the messages not yet applied, not merely fetched, so
+it shows a partition that is stuck although its consumer reads on; a crash loop known from the
+crash record makes the service not ready too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import faust
+
+from workers.app import ServiceMetrics
+from workers.failures import CrashRecord
+
+
+@dataclass(frozen=True)
+class TP:
+    topic: str
+    partition: int
+
+
+@dataclass
+class Consumer:
+    highwaters: dict[TP, int]
+
+    def assignment(self) -> set[TP]:
+        return set(self.highwaters)
+
+    def highwater(self, tp: TP) -> int:
+        return self.highwaters[tp]
+
+
+@dataclass
+class App:
+    consumer: Consumer
+    conf: Any = field(default_factory=lambda: faust.App("conf").conf)
+
+
+def service(highwaters: dict[TP, int], applied: dict[TP, int],
+            crashes: CrashRecord | None = None) -> ServiceMetrics:
+    metrics = ServiceMetrics(faust.App("test-health"), "deriver", inputs=("cars.ordered",))
+    metrics._app = App(Consumer(highwaters))  # type: ignore[assignment]
+    metrics.follow(lambda topic, partition: applied[TP(topic, partition)], crashes)
+    return metrics
+
+
+def lag(metrics: ServiceMetrics, partition: int) -> float:
+    value = metrics.registry.get_sample_value(
+        "situflow_input_lag", {"service": "deriver", "topic": "cars.ordered",
+                               "partition": str(partition)})
+    assert value is not None
+    return value
+
+
+def test_a_partition_whose_applied_offset_stands_still_while_input_waits_is_stalled() -> None:
+    stuck, done = TP("cars.ordered", 0), TP("cars.ordered", 1)
+    applied = {stuck: 9, done: 41}
+    metrics = service({stuck: 30, done: 42}, applied)
+    assert metrics.stalled(now=0.0) == []
+    assert metrics.stalled(now=59.0) == []
+    assert metrics.stalled(now=61.0) == ["cars.ordered[0]"], "the caught-up partition is fine"
+    assert (lag(metrics, 0), lag(metrics, 1)) == (20, 0)
+    applied[stuck] = 10
+    assert metrics.stalled(now=62.0) == [], "it moved"
+    assert metrics.stalled(now=123.0) == ["cars.ordered[0]"]
+
+
+def test_a_service_that_crash_loops_is_not_ready(tmp_path: Path) -> None:
+    for _ in range(3):
+        CrashRecord(tmp_path).begin("cars.ordered", 0, 5)
+    metrics = service({}, {}, CrashRecord(tmp_path))
+    assert metrics.crashes is not None and metrics.crashes.crash_looping()
+    assert metrics.registry.get_sample_value("situflow_restarts_total",
+                                             {"service": "deriver"}) == 1
