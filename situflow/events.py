@@ -92,11 +92,10 @@ class EventBatch:
         ids = numpy_column(table.column(id_field)) if id_field in names else seq
         types = object_array(values_of(table, type_field)) if type_field in names else None
         hidden = {time_field, id_field, type_field}
-        columns = {name: numpy_column(table.column(name)) for name in names if name not in hidden}
         # Columns that travel as JSON text (situflow.codecs.arrow_events) hold any JSON value.
-        for field in table.schema:
-            if field.name not in hidden and is_json_text(field):
-                columns[field.name] = object_array(values_of(table, field.name))
+        columns = {field.name: object_array(values_of(table, field.name)) if is_json_text(field)
+                   else numpy_column(table.column(field.name))
+                   for field in table.schema if field.name not in hidden}
         return cls(columns, ts, seq, ids, types)
 
     @classmethod

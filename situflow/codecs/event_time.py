@@ -39,8 +39,13 @@ INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # The finest time unit a stream may have: ISO times are converted through nanoseconds.
 FINEST_UNIT = 1e-9
-_JSON_TYPES = {dict: "an object", list: "a list", str: "text", bool: "a boolean",
-               type(None): "null"}
+_JSON_KINDS = {dict: "an object", list: "a list", str: "text", bool: "a boolean", int: "a number",
+               float: "a number", type(None): "null"}
+
+
+def json_kind(value: Any) -> str:
+    """What kind of JSON value ``value`` is, as the reasons of rejected events name it."""
+    return _JSON_KINDS.get(type(value), type(value).__name__)
 
 
 def check_time_unit(time_unit: float) -> float:
@@ -65,7 +70,7 @@ def event_ticks(value: Any, time_unit: float = 1.0, field: str = DEFAULT_TIME_FI
         return int(value)
     if isinstance(value, str):
         return _iso_ticks(value, time_unit, field)
-    kind = _JSON_TYPES.get(type(value), type(value).__name__)
+    kind = json_kind(value)
     raise InputError(f"event time '{field}' must be an integer or ISO-8601 text, found {kind}")
 
 

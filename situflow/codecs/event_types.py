@@ -33,11 +33,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from situflow.codecs.arrow_events import BUILD_ERRORS, array_of, is_json_text, values_of
+from situflow.codecs.event_time import json_kind
 from situflow.events import EventBatch, numpy_column
 from situflow.lang.attributes import AttributeTypes
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
-_KINDS = {str: "text", bool: "a boolean", list: "a list", dict: "an object", type(None): "null"}
 
 
 @dataclass
@@ -185,7 +185,7 @@ def _missing(value: Any) -> bool:
 
 
 def _describe(value: Any) -> str:
-    kind = _KINDS.get(type(value), type(value).__name__)
+    kind = json_kind(value)
     if isinstance(value, str):
         return f"{kind} {value[:40]!r}"
     return kind

@@ -23,15 +23,13 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from situflow.codecs.arrow_events import BUILD_ERRORS, array_of, has_struct
-from situflow.codecs.event_time import time_column, values_ticks
+from situflow.codecs.event_time import json_kind, time_column, values_ticks
 from situflow.errors import InputError
 from situflow.events import EventBatch, numpy_column, object_array
 
 BLOCK_BYTES = 8 << 20
 # pyarrow parses the sub-blocks of a block in parallel.
 PARSE_BLOCK = 1 << 20
-_JSON_KINDS = {list: "a list", str: "text", int: "a number", float: "a number", bool: "a boolean",
-               type(None): "null"}
 # A line of JSON null: pyarrow's reader crashes the process (a segmentation fault, pyarrow 26) on
 # a block that starts with one.
 _NULL_LINE = re.compile(rb"\n[ \t\r]*null")
@@ -202,8 +200,8 @@ def _parse_lines(block: bytes, first_line: int, source: str, fields: Fields) -> 
             errors.append(InputError(f"invalid JSON: {e}", source, line + 1))
             continue
         if not isinstance(record, dict):
-            kind = _JSON_KINDS.get(type(record), type(record).__name__)
-            errors.append(InputError(f"an event is a JSON object, found {kind}", source, line + 1))
+            errors.append(InputError(f"an event is a JSON object, found {json_kind(record)}",
+                                     source, line + 1))
             continue
         records.append(record)
         seqs.append(line)
