@@ -7,8 +7,11 @@ Lifecycle, in call order (as bytewax's ``StatefulLogic``, Flink's ``process``/``
 - ``advance_to(watermark)``: event time has reached ``watermark`` without events (idle
   partitions, trailing negation timeouts); return what that releases;
 - ``finish()``: the bounded input has ended; return what the end releases;
-- ``snapshot()``: the whole state as JSON-able plain data; ``CompiledQuery.restore(snapshot)``
-  rebuilds an operator that continues exactly where this one stopped.
+- ``snapshot()``: the whole state as JSON-able plain data in the envelope of
+  :mod:`situflow.snapshot`; ``CompiledQuery.restore(snapshot)`` rebuilds an operator that
+  continues exactly where this one stopped;
+- ``stats()``: gauges of the operator's state for monitoring (``open_situations``,
+  ``partial_matches``, ...), each a count; services export them without knowing the engine.
 
 A ``CompiledQuery`` is immutable and shared by every partition key and every operator instance
 (in the CLI, the services and the Spark jobs); per-key state lives in the operator.
@@ -48,6 +51,8 @@ class Operator(Protocol):
     def finish(self) -> Sequence[Result]: ...
 
     def snapshot(self) -> dict[str, Any]: ...
+
+    def stats(self) -> dict[str, int]: ...
 
 
 class CompiledQuery(Protocol):
