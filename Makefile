@@ -1,13 +1,14 @@
 # situflow: the two commands of the README, and the pieces they are made of.
 #   make demo   the aggressive-drivers query through the services, over a local Kafka broker
 #   make test   lint, type check and the whole test suite (what CI runs)
+#   make test-fast  the edit loop: no broker, no long runs, few Hypothesis examples
 
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test test-fast lint typecheck pytest bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,18 +21,38 @@ demo: $(STAMP)
 
 test: lint typecheck pytest
 
+# Layers: the import-linter contracts of pyproject.toml (circles: tests/test_core_boundary.py).
+# Dead code: vulture over the code and its tests (code only tests use counts as used).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check situflow workers topics tests bench
+	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/vulture situflow workers topics tests bench vulture_whitelist.py \
+	  --ignore-decorators '@field_validator,@model_validator,@*.agent,@*.page,@*.task,@*.timer,@pytest.fixture' \
+	  --ignore-names 'pytestmark,pytest_*,settings_customise_sources,env_settings,dotenv_settings,file_secret_settings,exc_type,tb,frame,sender,receiver,exc_info'
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
+# Test files run in parallel, one worker per core (each integration worker starts its own
+# broker): the integration tests mostly wait on the broker, so this halves the wall time.
 pytest: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile -p no:cacheprovider --hypothesis-profile=ci --durations=15
 
-# Every benchmark (several minutes); bench/README.md has the numbers and how to read them.
+test-fast: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider --hypothesis-profile=dev -m "not integration and not slow"
+
+# Every benchmark (over an hour); bench/README.md has the numbers and how to read them.
 bench: $(STAMP)
 	for b in tpstream tpstream_batches sase plans trends pipeline; do PYTHONPATH=. $(PY) bench/$$b.py || exit 1; done
+
+# The same benchmarks on smaller inputs (about 10 minutes), to compare two commits in one sitting.
+bench-quick: $(STAMP)
+	PYTHONPATH=. $(PY) bench/tpstream.py --events 500000 --runs 3
+	PYTHONPATH=. $(PY) bench/tpstream_batches.py --events 300000 --runs 3
+	PYTHONPATH=. $(PY) bench/sase.py --events 200000 --budget 5 --baseline-events 20000
+	PYTHONPATH=. $(PY) bench/plans.py --events 10000
+	PYTHONPATH=. $(PY) bench/trends.py --max-exp 5 --budget 10
+	PYTHONPATH=. $(PY) bench/pipeline.py --events 200000 --json-events 20000 --seconds 15 --warmup 3
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

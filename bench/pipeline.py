@@ -52,16 +52,16 @@ from prometheus_client.samples import Sample
 from situflow.codecs.arrow_events import HEADERS, decode_batch, encode_batch
 from situflow.datagen.cars import car_columns
 from situflow.operator import QueryOptions
-from situflow.tpstream.query import compile
-from situflow.tpstream.situation_deriver import SituationDeriver
-from situflow.tpstream.situation_matcher import SituationMatcher
+from situflow.runtime import OrderedLayout, fresh_rows, ordered_events
+from situflow.settings import KafkaSettings, ServiceSettings
+from situflow.tpstream import compile
+from situflow.tpstream.split.deriver import SituationDeriver
+from situflow.tpstream.split.halves import fresh_steps
+from situflow.tpstream.split.matcher import SituationMatcher
+from situflow.tpstream.split.messages import SituationMessage
 from topics.catalog import SEQ_FIELD, StreamSpec, stream_topics
 from topics.create import create_topics
-from workers.app import FETCH_MAX_WAIT_MS
 from workers.broker import EmbeddedBroker
-from workers.evaluation import fresh_rows, ordered_events
-from workers.settings import KafkaSettings
-from workers.situation_matching import SituationMessage, fresh_steps
 from workers.up import REPO_ROOT, Pipeline, ServiceProcess
 
 QUERY = REPO_ROOT / "situflow/examples/aggressive_drivers.tps"
@@ -295,10 +295,12 @@ async def raw_hop(kafka: KafkaSettings, columns: dict[str, np.ndarray], partitio
     sent_at: list[float] = []  # per 20 ms, which sends one message to each partition
     waits: list[float] = []
 
+    fetch_wait = ServiceSettings.from_env().fetch_max_wait_ms
+
     async def read() -> None:
         async with AIOKafkaConsumer(stream.name, **kafka.client_kwargs(),
                                     auto_offset_reset="earliest",
-                                    fetch_max_wait_ms=FETCH_MAX_WAIT_MS) as consumer:
+                                    fetch_max_wait_ms=fetch_wait) as consumer:
             async for record in consumer:  # offset n of a partition: the n-th 20 ms
                 waits.append(time.perf_counter() - sent_at[record.offset])
 
@@ -352,7 +354,7 @@ def message_path(columns: dict[str, np.ndarray], partitions: int,
     part = partitioned(columns, partitions)[0]
     part[SEQ_FIELD] = np.arange(len(part["ts"]), dtype=np.int64)
     messages = [encode_batch(b) for b in pa.table(part).to_batches(max_chunksize=size)]
-    stream = StreamSpec("bench", key_fields=("car_id",))
+    stream = OrderedLayout("ts", ("car_id",), SEQ_FIELD)
     deriver, matcher = SituationDeriver(query), SituationMatcher(query)
     positions: dict[str, list[int]] = {}
     steps = (*DERIVER_STEPS, *MATCHER_STEPS)

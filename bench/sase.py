@@ -50,7 +50,7 @@ Last, skip-till-any-match, where backtracking is expensive (every partial run re
 window; NFA^b merges equivalent runs, §5.2.2): ``SEQ(Stock a, Stock b, Stock c)`` with
 ``[symbol]`` at partition windows of 500, 2,000 and 5,000 events, and the same with a rarer
 last component (``c.volume < 2``), on the NFA^b, on cost-based plans (DP-B, DP-LD: the
-operator's own path, see ``situflow.nfa.planned``) and on the TRIVIAL/EFREQ plans, and through
+operator's own path, see ``situflow.sase.planned``) and on the TRIVIAL/EFREQ plans, and through
 the backtracking baseline, all with Match records or id lists, on the same ``--any-events``
 prefix; every engine must find the same matches (checked).
 
@@ -71,8 +71,8 @@ import numpy as np
 
 from situflow.events import EventBatch
 from situflow.nfa.backtrack import BacktrackMatcher
-from situflow.nfa.query import SaseCompiledQuery, compile
 from situflow.results import Match
+from situflow.sase import SaseCompiledQuery, compile
 
 QUERY3 = """PATTERN SEQ(Stock+ a[ ], Stock b)
 WHERE    skip_till_next_match(a[ ], b) {
@@ -182,7 +182,7 @@ def run_nfa(text: str, stream: EventBatch, budget: float, limit: int | None = No
         matches += len(read)
         ids += sum(len(v) for m in read for v in m.bindings.values())
         done += len(batch)
-        peak = max(peak, op.live_partial_matches())
+        peak = max(peak, op.stats()["partial_matches"])
     started = time.perf_counter()
     matches += len(op.finish())
     return done, seconds + time.perf_counter() - started, reading, matches, ids, peak

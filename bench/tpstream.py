@@ -20,8 +20,8 @@ from pathlib import Path
 
 from situflow.cli import main as cli_main
 from situflow.datagen.cars import car_batches, write_jsonl
+from situflow.languages import compile_query
 from situflow.operator import QueryOptions
-from situflow.queries import compile_query
 
 QUERY = Path(__file__).parents[1] / "situflow" / "examples" / "aggressive_drivers.tps"
 

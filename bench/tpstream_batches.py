@@ -24,12 +24,12 @@ from pathlib import Path
 from tpstream import best_of  # bench/tpstream.py: this script runs from bench/
 
 from situflow.datagen.cars import car_batches
+from situflow.languages import compile_query
 from situflow.operator import QueryOptions
-from situflow.queries import compile_query
-from situflow.tpstream.batch_merger import BatchMerger
-from situflow.tpstream.situation_batches import SituationBatch, derive_batch
-from situflow.tpstream.situation_deriver import SituationDeriver
-from situflow.tpstream.situation_matcher import SituationMatcher
+from situflow.tpstream.split.batches import SituationBatch, derive_batch
+from situflow.tpstream.split.deriver import SituationDeriver
+from situflow.tpstream.split.matcher import SituationMatcher
+from situflow.tpstream.split.merger import BatchMerger
 
 QUERY = (Path(__file__).parents[1] / "situflow" / "examples" / "aggressive_drivers.tps").read_text()
 

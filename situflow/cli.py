@@ -21,22 +21,24 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import IO
 
 import numpy as np
 
 from situflow.codecs.event_types import carried, conform
-from situflow.errors import InputError, QueryError
+from situflow.errors import EXIT_INPUT, EXIT_QUERY, InputError, QueryError
 from situflow.events import EventBatch
 from situflow.io.jsonl import Block, Fields, read_blocks
 from situflow.lang.attributes import AttributeTypes
+from situflow.languages import compile_query
 from situflow.operator import CompiledQuery, QueryOptions, Result
-from situflow.queries import compile_query
 
-EXIT_INPUT, EXIT_QUERY = 1, 2
 DEVICES = ("cpu", "opencl", "auto")
 KAFKA_COMMANDS = ("query", "topics")
+#: Entry point group of the packages that add commands: ``register(subparsers)`` each.
+COMMAND_PLUGINS = "situflow.commands"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,24 +85,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_kafka_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The commands of ``workers/cli.py``, which is not part of the core (no Kafka in it)."""
-    repo = Path(__file__).resolve().parents[1]
-    if (repo / "workers" / "cli.py").is_file() and str(repo) not in sys.path:
-        sys.path.append(str(repo))  # an editable install runs from a checkout: use its workers/
-    try:
-        from workers.cli import register
-    except ImportError:
-        for name in KAFKA_COMMANDS:
+    """The commands of installed plug-ins (entry point group :data:`COMMAND_PLUGINS`): the Kafka
+    commands of ``workers/cli.py``, which the core does not import (no Kafka in it)."""
+    for plugin in entry_points(group=COMMAND_PLUGINS):
+        plugin.load()(sub)
+    for name in KAFKA_COMMANDS:
+        if name not in sub.choices:
             stub = sub.add_parser(name, help="(needs the situflow repository or image)")
             stub.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
             stub.set_defaults(command=_needs_workers)
-        return
-    register(sub)
 
 
 def _needs_workers(args: argparse.Namespace) -> int:
-    print("situflow: the Kafka commands live in the situflow repository and image (workers/, "
-          "topics/); run them there, with the kafka extra: pip install -e '.[kafka]'",
+    print("situflow: no installed package provides this command (entry point group "
+          f"{COMMAND_PLUGINS}); install situflow with the kafka extra: pip install -e '.[kafka]'",
           file=sys.stderr)
     return EXIT_INPUT
 

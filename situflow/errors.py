@@ -7,6 +7,10 @@ formats it as ``FILE:line:col: message`` with a caret line (:meth:`QueryError.re
 
 from __future__ import annotations
 
+#: Exit codes of every ``situflow`` command (core and plug-in): bad input or a failed command,
+#: and a query error.
+EXIT_INPUT, EXIT_QUERY = 1, 2
+
 
 class SituflowError(Exception):
     """Base class of every error situflow raises on purpose."""

@@ -21,6 +21,8 @@ from situflow.errors import InputError
 
 # Every integer up to this magnitude is exact as a float64.
 DOUBLE_EXACT = 1 << 53
+# A time before every event time: the int64 minimum, so it fits the kernels' int64 arrays.
+NEVER = -(1 << 63)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,3 +181,8 @@ def plain(value: Any) -> Any:
     if isinstance(value, float) and value != value:
         return None
     return value
+
+
+def hashable_key(key: Any) -> Any:
+    """A partition key usable as a dict key: JSON gives a multi-attribute key back as a list."""
+    return tuple(key) if isinstance(key, list) else key

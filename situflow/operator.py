@@ -63,6 +63,11 @@ class CompiledQuery(Protocol):
 
     def canonical(self) -> str: ...
 
+    # The attributes that split the stream into independent parts: events that differ in one of
+    # them never meet in a result.
+    @property
+    def partition_attributes(self) -> tuple[str, ...]: ...
+
     def describe(self) -> str: ...
 
     # What the query requires of its events' attributes (SEMANTICS.md, typing rule).

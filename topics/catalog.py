@@ -60,6 +60,8 @@ from enum import StrEnum
 from situflow.codecs.arrow_events import CONTENT_TYPE as ARROW
 from situflow.codecs.event_time import DEFAULT_TIME_FIELD, check_time_unit
 from situflow.codecs.json_events import CONTENT_TYPE as JSON
+from situflow.kslack.positions import ROW_BITS as ROW_BITS  # the column K-slack adds
+from situflow.kslack.positions import SEQ_FIELD as SEQ_FIELD
 
 DAY_MS = 24 * 60 * 60 * 1000
 DEFAULT_RETENTION_MS = 7 * DAY_MS
@@ -76,13 +78,6 @@ DLQ_PARTITION_HEADER = "situflow.source.partition"
 DLQ_OFFSET_HEADER = "situflow.source.offset"
 #: On a dead letter of one event of an ordered batch: its seq (``SEQ_FIELD``) in the batch.
 SEQ_HEADER = "situflow.source.seq"
-
-#: Column K-slack adds to ``<stream>.ordered``: the event's input position, ``offset << 20 | row``
-#: (row within an Arrow message, 0 for JSON). With the event time it orders a key's events
-#: strictly, so a service recognises events it has already seen after a redelivery. In an
-#: unpartitioned stream it is the event's position in the global order: 0, 1, 2, ...
-SEQ_FIELD = "_situflow_seq"
-ROW_BITS = 20
 
 #: Headers of a batch of an unpartitioned stream's ``<stream>.ordered`` (decimal integers): its
 #: number, and how many query registry records K-slack had read when it cut this batch and the
@@ -321,11 +316,11 @@ def situations_topic(
         key=MessageSchema("the query name as a JSON string"),
         value=MessageSchema(
             "JSON object {query, query_id, registered_at, rows: [...]} "
-            "(workers.situation_matching.SituationMessage); a record is a row [kind "
+            "(situflow.tpstream.split.messages.SituationMessage); a record is a row [kind "
             "(started|running|finished), key, situation, ts, te (null while open), at, seq, "
             "aggregate values]. An unpartitioned stream's: {query, query_id, "
             "registered_at, starts, batch: {seq, query_id, records, head, tail, span}} "
-            "(situflow.tpstream.situation_batches.SituationBatch)"
+            "(situflow.tpstream.split.batches.SituationBatch)"
         ),
         partitions=partitions,
         replication_factor=replication_factor,

@@ -16,8 +16,8 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
+from situflow.settings import KafkaSettings
 from topics.catalog import TopicSpec
-from workers.settings import KafkaSettings
 
 
 class TopicCreationError(RuntimeError):

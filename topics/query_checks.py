@@ -1,9 +1,9 @@
 """What a stream allows of a query: the checks ``situflow query submit`` and every evaluating
-service run alike (issue 12), so that a query the services would refuse is refused at submit
+service run alike, so that a query the services would refuse is refused at submit
 with a located error instead of in their logs.
 
 A keyed stream's events of one key are in one Kafka partition, and each partition has one
-operator over its keys (:mod:`workers.evaluation`): a query must partition by (at least) the
+operator over its keys (:mod:`situflow.runtime`): a query must partition by (at least) the
 stream's key attributes, or a query partition would span Kafka partitions. An unpartitioned
 stream's ordered partitions hold consecutive batches of one global order, which only TPStream
 merges in sequence (thesis §5.6.3): SASE+ and COGRA queries need a keyed stream.
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from situflow.errors import SituflowError
 from situflow.operator import CompiledQuery
-from situflow.queries import partition_attributes
 from topics.catalog import StreamSpec
 
 
@@ -28,7 +27,7 @@ def check_query(query: CompiledQuery, stream: StreamSpec) -> None:
                 "5.6.3); declare a stream with key attributes (SITUFLOW_KEY_FIELDS) and "
                 "partition the query by them")
         return
-    missing = [f for f in stream.key_fields if f not in partition_attributes(query)]
+    missing = [f for f in stream.key_fields if f not in query.partition_attributes]
     if missing:
         raise SituflowError(
             f"query {query.name!r} must partition by the stream's key attributes "

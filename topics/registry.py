@@ -45,7 +45,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -56,10 +55,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from situflow.errors import SituflowError
+from situflow.languages import compile_query
 from situflow.operator import QueryOptions
-from situflow.queries import compile_query
+from situflow.settings import KafkaSettings, ServiceSettings
 from topics.catalog import (
-    QUERIES,
     QueryOutput,
     StreamSpec,
     TopicRole,
@@ -71,9 +70,8 @@ from topics.catalog import (
 )
 from topics.create import create_topics
 from topics.query_checks import check_query
-from workers.settings import KafkaSettings
 
-ENV_TOPIC = "SITUFLOW_QUERIES_TOPIC"
+ENV_TOPIC = ServiceSettings.variable("queries_topic")
 
 #: Where each language's results go: sequence patterns emit matches, COGRA emits trends.
 OUTPUT_ROLES: Mapping[str, TopicRole] = MappingProxyType({
@@ -143,7 +141,7 @@ OnChange = Callable[[str, QueryRecord | None], Awaitable[None]]
 
 def registry_topic() -> str:
     """The control topic's name: ``$SITUFLOW_QUERIES_TOPIC``, else ``situflow.queries``."""
-    return os.environ.get(ENV_TOPIC, "").strip() or QUERIES
+    return ServiceSettings.from_env().queries_topic
 
 
 def registry_spec(topic: str | None = None, replication_factor: int = 1) -> TopicSpec:
@@ -506,3 +504,32 @@ class RegistryWatcher:
                 await self._on_change(name, record)
             except Exception:
                 logger.exception("on_change(%r) failed; the registry watcher goes on", name)
+
+
+class RegistryProgress:
+    """How much of the registry a service has read, for one that counts its records (the
+    K-slack batches of an unpartitioned stream): nothing waits on :attr:`read` once
+    :meth:`follow` has read the registry to its end (at once if it is not ``followed``), and
+    :attr:`records` only grows, also across restarts, since it starts from the end."""
+
+    def __init__(self, kafka: str | KafkaSettings, followed: bool) -> None:
+        self.kafka, self.followed = kafka, followed
+        self.read = asyncio.Event()
+        self._watcher: RegistryWatcher | None = None
+        if not followed:
+            self.read.set()
+
+    @property
+    def records(self) -> int:
+        """The records read (0 before the registry is read to its end, or not followed)."""
+        return self._watcher.position if self._watcher is not None else 0
+
+    async def follow(self, on_read: Callable[[], None]) -> None:
+        """Read the registry to its end, call ``on_read``, set :attr:`read`, then follow it
+        until cancelled."""
+        async with RegistryWatcher(self.kafka) as watcher:
+            await watcher.wait_synced()
+            self._watcher = watcher
+            on_read()
+            self.read.set()
+            await asyncio.Event().wait()

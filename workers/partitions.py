@@ -15,94 +15,44 @@ state lives in memory and goes to the table at *checkpoints*:
    acknowledged, so Faust may commit their offsets.
 
 **A checkpoint is a consistent pair: the state and, per input topic, the offset of the last
-message whose effect it holds**, as a Flink snapshot pairs state with source offsets. The
-worker that restores a checkpoint (its next owner after a crash or a rebalance, or the same
-worker after its agent restarts) resumes each input right after those offsets, whatever the
-group's committed offset says. The committed offset cannot be trusted: Faust acknowledges, and
-so commits, messages it never hands to the agent. Records fetched around a rebalance are
-dropped by its fetch loop (``getmany`` stops at a generation change or a stopped flow, and
-yields only active partitions) after the consumer's position has passed them; the next record
-it delivers is then later than the one before, and its drain loop records the offsets between
-as a *gap*, which its next commit fills in as acknowledged (``Consumer._add_gap``,
-``_new_offset``; observed under load: a worker took over a partition committed up to 507 with a
-checkpoint up to 509 and was first handed offset 629). Faust also skips *and acknowledges*
-messages of an older generation still queued after a rebalance. So the group can commit past
-input whose effect is in no checkpoint; a worker resuming there would lose that input and apply
-what follows to a state that misses it (a deriver once derived one situation over car events 6
-and 32). Messages are therefore applied to the state strictly in offset order, per input
-topic partition:
+message whose effect it holds.** The worker that restores a checkpoint resumes each input right
+after those offsets, whatever the group's committed offset says: Faust commits messages it never
+hands to the agent (why, and what it cost: docs/adr/001-checkpoints-pair-state-with-offsets.md).
+Messages are applied strictly in offset order per input topic partition, as
+:class:`situflow.offsets.OffsetLedger` decides: a repeat is not applied, the next offset is, a
+later offset reveals a gap and *rewinds* the topic partition: it is paused (Faust's
+``pause_partitions``), the partition is sent a tick of its own, and when that tick comes, after
+every batch fetched before the pause, the consumer is sought back to the next offset it needs and
+resumed. Nothing is applied while the app rebalances (Faust then seeks every partition to the
+committed offset, under any seek of ours); each partition's inputs are rewound to its checkpoint
+after, on a tick. A service may also pause input topics it has nothing to do with
+(:meth:`PartitionStates.idle`); a rewind leaves them paused.
 
-- a message at or before the last offset applied is a *repeat* (the committed offset lagged
-  the checkpoint, or the consumer delivered it twice): not applied; acknowledged if the stored
-  checkpoint holds it;
-- the next offset is applied;
-- a later offset reveals a *gap*: it is never applied. The partition *rewinds* the topic, with
-  one seek: Faust's fetch loop still delivers the rest of a batch fetched before a seek after
-  it, and each such message moves its read offset, below which it drops what it fetches, the
-  offsets sought among them. So the rewind pauses the topic partition (Faust's
-  ``pause_partitions``: the fetch loop skips its records) and sends the partition a tick of
-  its own; meanwhile every later message is dropped. The tick comes after every batch fetched
-  before the pause: then the rewind seeks the consumer back to the next offset it needs and
-  resumes. Faust lets a paused partition through while its agent's buffer is full; a later
-  message delivered after the seek then starts another round. Input that retention deleted
-  before it was applied is skipped with an error in the log.
-
-Until a rebalance ends, Faust delivers messages while it still seeks every partition to the
-group's committed offset, which can undo a seek of ours and leave a partition waiting at the
-end of its input for a message that never comes. So nothing is applied while the app
-rebalances, and each partition's inputs are rewound to its checkpoint after (on a tick).
-A service may also pause input topics it has nothing to do with (:meth:`PartitionStates.idle`,
-the matcher's ordered events while no SASE+ query is registered); a rewind leaves them paused.
-
-So whatever checkpoint a worker restores, the latest or an older one, it applies the same input
-after it and reaches the same state; what it sends again consumers drop by result id or by
-position (at-least-once, ARCHITECTURE.md). Output that depends on timing rather than input (the
-K-slack idle flush) is checkpointed before it is sent (:mod:`workers.kslack`).
-
-**Checkpoints are fenced by an epoch.** A worker that lost its partitions without knowing it
-(a zombie: its session timed out while it was busy) can still write a checkpoint after the new
-owner's, and a changelog restores the last write of a key. Its checkpoint holds the same input
-as one the new owner could reach, except for what timing decided: a K-slack idle flush the new
-owner checkpointed and sent would be undone, and its events released again later. So each
-owner writes its checkpoints of ``p`` under a key of its own, ``p@<counter>.<generation>``
-(:func:`checkpoint_key`): at the restore it takes the highest epoch stored, restores that
-checkpoint and writes its own with the next counter; its first checkpoint deletes the older
-keys, and the restore ignores what a zombie writes under its own, lower, epoch later. The
-counter is what orders owners: it grows with every restore, even where the broker repeats a
-consumer-group generation (tansu gave generation 1 to two joins in one log). The generation
-breaks the tie between two owners that restored the same checkpoint (the zombie had written
-none of its own yet): on Kafka the later owner's is higher; where it is equal too, the key is
-the same and the last write wins, as without fencing.
+**Checkpoints are fenced by an epoch**, so that a worker that lost its partitions without knowing
+it (a zombie) cannot undo the new owner's checkpoint: each owner writes ``p``'s checkpoints
+under ``p@<counter>.<generation>`` (:func:`checkpoint_key`), restores the highest epoch stored,
+writes with the next counter and deletes the older keys at its first checkpoint (ADR 001).
 
 Table writes go to the changelog partition of the *current* Faust event, so a checkpoint of
-``p`` runs only while handling a message or a tick of partition ``p``. Ticks come from an
-internal topic co-partitioned with the input (``<app>-ticks``): a service's timer sends one to
-a partition of its own with work waiting or inputs not yet positioned
-(:meth:`PartitionStates.want_tick` keeps one on its way at a time), so idle partitions
-checkpoint, commit and resume too. :meth:`PartitionStates.consume`
-is the agent loop all stateful services share.
+``p`` runs only while handling a message or a tick of ``p``. Ticks come from an internal topic
+co-partitioned with the input (``<app>-ticks``): a service's timer sends one to a partition of
+its own with work waiting or inputs not yet positioned (:meth:`PartitionStates.want_tick`), so
+idle partitions checkpoint, commit and resume too. :meth:`PartitionStates.consume` is the agent
+loop all stateful services share.
 
-With ``SITUFLOW_PROCESSING_GUARANTEE=exactly_once`` (:mod:`workers.app`) the changelog record,
-the output and the input offsets of a partition go into the partition's Kafka transaction, and
-every checkpoint commits that transaction at once, so that no output of later input joins it:
-state, output and offsets become visible together, once, to consumers that read with
-``isolation.level=read_committed``. Faust commits the offsets acknowledged so far also on its
-own (every ``broker_commit_interval``), so ticks and repeats, too, are acknowledged only at the
-next checkpoint: any commit then holds exactly the checkpoints' effects. Offsets may skip
-(transaction markers, aborted records): within a generation a later offset is the next message,
-only the first message of a topic after a restore is checked against the checkpoint, and after a
-rewind's seek the first message the consumer delivers at or before the one that revealed the
-gap (or before the consumer's position when the restore rewound it) is the next one. A rewind's
-tick is sent in the transaction, so it comes after that commits. A zombie (a worker that lost
-its partitions) is fenced by the transactional id, which is the partition's.
+With ``SITUFLOW_PROCESSING_GUARANTEE=exactly_once`` (:mod:`workers.app`) a partition's changelog
+record, output and input offsets go into its Kafka transaction, which every checkpoint commits,
+so they become visible together to ``read_committed`` consumers; ticks and repeats too are
+acknowledged only at the next checkpoint, so that Faust's own commits hold exactly the
+checkpoints' effects. Offsets then skip over transaction markers (the ledger's
+``exactly_once``), a rewind's tick is sent in the transaction, and the transactional id, the
+partition's, fences a zombie.
 
 **Processing errors** (:mod:`workers.failures`): an exception while a message or tick of a
-partition is handled drops the partition's memory, as a restarted agent would, but for that
-partition alone and without a restart: its next message restores the checkpoint and reveals a
-gap, and the input is replayed from the checkpoint, with the failing message skipped
+partition is handled drops that partition's memory: its next message restores the checkpoint
+and reveals a gap, and the input is replayed with the failing message skipped
 (:meth:`PartitionStates.failures`, ``on_poison``) once it is known, or one message at a time
-(:meth:`PartitionStates.careful`) until it is. What the replay sends again, consumers drop as
-after any restore; with transactions, it joins the open transaction a second time.
+(:meth:`PartitionStates.careful`) until it is.
 """
 
 from __future__ import annotations
@@ -125,6 +75,8 @@ from faust.transport.consumer import Consumer
 from faust.types import TP
 from faust.types.enums import ProcessingGuarantee
 
+from situflow.kslack.pacing import caught_up
+from situflow.offsets import Apply, Gap, OffsetLedger, Repeat
 from workers.failures import (
     CONTINUE,
     EXIT_PROCESSING_ERROR,
@@ -138,9 +90,6 @@ from workers.failures import (
 )
 
 S = TypeVar("S")
-
-#: Seconds between checkpoints of a partition; the bound on work redone after a crash.
-CHECKPOINT_INTERVAL = float(os.environ.get("SITUFLOW_CHECKPOINT_INTERVAL", "1.0"))
 
 logger = logging.getLogger(__name__)
 
@@ -163,13 +112,9 @@ def checkpoints(table: Any, partition: int) -> list[tuple[tuple[int, int], str]]
 
 
 @dataclass
-class _Partition(Generic[S]):
+class _PartitionState(Generic[S]):
     state: S
-    stored: dict[str, int]  # per input topic: the last offset the table's checkpoint holds
-    applied: dict[str, int]  # ... the last offset applied to ``state``
-    covered: dict[str, int]  # ... the last offset the next checkpoint holds (held by the service)
-    rewinding: dict[str, int] = field(default_factory=dict)  # ... the offset that found a gap
-    running: set[str] = field(default_factory=set)  # topics applied from since the restore
+    offsets: OffsetLedger  # which input messages ``state`` holds, and which it applies next
     positioned: bool = False  # whether the inputs were sought to the checkpoint's offsets
     held: list[Any] = field(default_factory=list)  # processed, not yet acknowledged events
     deliveries: list[Awaitable[Any]] = field(default_factory=list)  # sent, not yet awaited
@@ -183,9 +128,10 @@ class PartitionStates(Generic[S]):
     """The in-memory state of each assigned partition, checkpointed to one Faust table.
 
     ``load`` turns a table value into a state (``None``: the partition has none yet) and
-    ``store`` a state into a table value. Everything is forgotten at a rebalance: held
-    messages are then never acknowledged, so the next owner redoes them from the last
-    checkpoint, which is the state it recovers.
+    ``store`` a state into a table value; ``interval`` is ``SITUFLOW_CHECKPOINT_INTERVAL``,
+    the seconds between checkpoints of a partition, which bound the work redone after a crash.
+    Everything is forgotten at a rebalance: held messages are then never acknowledged, so the
+    next owner redoes them from the last checkpoint, which is the state it recovers.
     """
 
     def __init__(
@@ -194,7 +140,7 @@ class PartitionStates(Generic[S]):
         table: Any,
         load: Callable[[Any], S],
         store: Callable[[S], Any],
-        interval: float = CHECKPOINT_INTERVAL,
+        interval: float = 1.0,
         observe: Callable[[int, int], None] | None = None,
         crashes: CrashRecord | None = None,
         on_error: str = CONTINUE,
@@ -207,7 +153,7 @@ class PartitionStates(Generic[S]):
         self.observe = observe  # told (partition, bytes) of every checkpoint written
         # Transactions put markers between records: offsets skip (module doc).
         self.exactly_once = app.conf.processing_guarantee is ProcessingGuarantee.EXACTLY_ONCE
-        self._parts: dict[int, _Partition[S]] = {}
+        self._parts: dict[int, _PartitionState[S]] = {}
         self._tick_sent: dict[int, float] = {}  # monotonic time, per partition
         self._stream: Any = None  # the agent's stream, once consume() runs
         self._inputs: list[str] = []  # its topics but the ticks
@@ -256,7 +202,7 @@ class PartitionStates(Generic[S]):
         """Changes at every rebalance: work begun in an older generation must not be kept."""
         return self._generation
 
-    def _part(self, partition: int) -> _Partition[S]:
+    def _part(self, partition: int) -> _PartitionState[S]:
         part = self._parts.get(partition)
         if part is None:
             stored = checkpoints(self.table, partition)
@@ -264,8 +210,8 @@ class PartitionStates(Generic[S]):
             state = self.load(None if value is None else value["state"])
             offsets = {} if value is None else value["offsets"]
             counter = stored[-1][0][0] + 1 if stored else 0
-            part = self._parts[partition] = _Partition(
-                state, offsets, dict(offsets), dict(offsets),
+            part = self._parts[partition] = _PartitionState(
+                state, OffsetLedger.restored(offsets, self.exactly_once),
                 epoch=(counter, self.app.consumer_generation_id),
                 superseded=[key for _, key in stored])
         return part
@@ -300,10 +246,10 @@ class PartitionStates(Generic[S]):
             self._hold(part, event)
 
     @staticmethod
-    def _hold(part: _Partition[S], event: Any) -> None:
+    def _hold(part: _PartitionState[S], event: Any) -> None:
         message = event.message
         part.held.append(event)
-        part.covered[message.topic] = max(message.offset, part.covered.get(message.topic, -1))
+        part.offsets.hold(message.topic, message.offset)
 
     def want_tick(self, partition: int, now: float) -> bool:
         """Whether to send the partition a tick: none is on its way (or the last was sent a
@@ -320,7 +266,14 @@ class PartitionStates(Generic[S]):
 
     def applied(self, partition: int, topic: str) -> int:
         """The last offset of ``topic`` whose effect is in the partition's state (-1: none)."""
-        return self._part(partition).applied.get(topic, -1)
+        return self._part(partition).offsets.last_applied(topic)
+
+    async def fetched_all(self, partition: int, topic: str) -> bool:
+        """:func:`situflow.kslack.pacing.caught_up` for ``partition`` of ``topic`` (tansu's high
+        watermark can lag by one record batch; see :mod:`workers.broker`)."""
+        tp = TP(topic, partition)
+        position = await self.app.consumer.position(tp)
+        return caught_up(position, self.app.consumer.highwater(tp), self.applied(partition, topic))
 
     def positioned(self, partition: int) -> bool:
         """Whether the partition's inputs were sought to its checkpoint since the last
@@ -416,7 +369,7 @@ class PartitionStates(Generic[S]):
             if careful is not None:
                 part = self._part(partition)
                 json.dumps(self.store(part.state), default=plain)  # raises here, not later
-                if all(part.applied.get(t, -1) >= o for t, o in careful.items()):
+                if all(part.offsets.last_applied(t) >= o for t, o in careful.items()):
                     del self._careful[partition]
         finally:
             if crashes is not None:
@@ -451,7 +404,7 @@ class PartitionStates(Generic[S]):
         blamed = event if not tick else self._last.get(partition) if careful is not None else None
         if blamed is None or not (query or careful is not None):
             # Not known to be this message's fault: replay one message at a time up to here.
-            self._careful[partition] = dict(part.applied)
+            self._careful[partition] = dict(part.offsets.applied)
             logger.warning("%s: %s; replaying partition %d from its checkpoint to find the "
                            "message", where, describe(exc), partition, exc_info=exc)
             self._restart(partition)
@@ -463,7 +416,7 @@ class PartitionStates(Generic[S]):
         poison = self._poison.setdefault((target.topic, partition), {})
         poison.setdefault(target.offset, []).append(failure)
         # What a checkpoint holds is never replayed: forget its failures.
-        for offset in [o for o in poison if o <= part.stored.get(target.topic, -1)]:
+        for offset in [o for o in poison if o <= part.offsets.stored.get(target.topic, -1)]:
             del poison[offset]
         self._restart(partition)
 
@@ -475,72 +428,52 @@ class PartitionStates(Generic[S]):
 
     async def _admit(self, event: Any) -> bool:
         """Whether ``event`` is the next message of its topic partition, to apply; rewinds the
-        partition at a gap (module doc)."""
+        partition at a gap (:mod:`situflow.offsets`)."""
         message = event.message
         part = self._part(message.partition)
         topic, offset = message.topic, message.offset
-        applied = part.applied.get(topic, -1)
-        if offset <= applied:  # a repeat
-            if offset <= part.stored.get(topic, -1):
+        # Faust seeks every partition to its committed offset before a rebalance ends, under
+        # any seek of ours: nothing is applied until then, and the partition is positioned
+        # after (_position), which brings this message again.
+        admission = part.offsets.admit(topic, offset, repositioning=self.app.rebalancing,
+                                       seeking=message.tp in self._seeking)
+        if isinstance(admission, Repeat):
+            if admission.stored:
                 await self._acknowledge(part, event)
             return False
-        if self.app.rebalancing:
-            # Faust seeks every partition to its committed offset before the rebalance ends,
-            # under any seek of ours: nothing is applied until then, and the partition is
-            # positioned after (_position), which brings this message again.
-            return False
-        found = part.rewinding.get(topic)
-        seeking = message.tp in self._seeking
-        skipped = False  # over transaction markers: only where the consumer cannot be stale
-        if self.exactly_once and not seeking:
-            skipped = offset <= found if found is not None else topic in part.running
-        if offset == applied + 1 or skipped:
-            self._apply(part, topic, offset)
-            return True
-        if seeking:
-            return False  # from before the pause: dropped, the seek comes with the tick
-        generation = self._generation
-        if found is None:
-            part.rewinding[topic] = offset
-            logger.warning("%s[%d]: offset %d comes after %d, the last in the state; "
-                           "rewinding to %d", topic, message.partition, offset, applied,
-                           applied + 1)
-        else:
-            # Delivered after the seek: retention deleted what was sought, or the consumer was
-            # not paused (Faust lets a partition whose agent buffer was full through); the
-            # message may be the next one only at or before this offset.
+        if not isinstance(admission, Gap):
+            return isinstance(admission, Apply)
+        if admission.again:
+            # Retention deleted what was sought, or the consumer was not paused (Faust lets a
+            # partition whose agent buffer was full through).
             logger.info("%s[%d]: offset %d came after the seek to %d", topic,
-                        message.partition, offset, applied + 1)
-            part.rewinding[topic] = max(found, offset)
+                        message.partition, offset, admission.seek_to)
+        else:
+            logger.warning("%s[%d]: offset %d comes after %d, the last in the state; "
+                           "rewinding to %d", topic, message.partition, offset,
+                           admission.seek_to - 1, admission.seek_to)
+        generation = self._generation
         first = (await self.app.consumer.earliest_offsets(message.tp))[message.tp]
         if generation != self._generation:
             return False
-        if first > applied + 1:
+        if first > admission.seek_to:
             logger.warning("%s[%d]: offsets %d..%d were deleted before they were applied; "
-                           "resuming at %d", topic, message.partition, applied + 1, first - 1,
-                           first)
-            part.applied[topic] = applied = first - 1
-            if offset == first:
-                self._apply(part, topic, offset)
+                           "resuming at %d", topic, message.partition, admission.seek_to,
+                           first - 1, first)
+            if part.offsets.deleted_before(topic, first, offset):
                 return True
         # Faust's message.tp is aiokafka's TopicPartition, which resume_partitions would put
         # among Faust's active partitions, where its fetcher asserts TP.
         await self._rewind(TP(topic, message.partition), generation)
         return False
 
-    async def _acknowledge(self, part: _Partition[S], event: Any) -> None:
+    async def _acknowledge(self, part: _PartitionState[S], event: Any) -> None:
         """Acknowledge an event whose effect is stored (or that has none); with transactions
         only at the next checkpoint, so that no commit takes the output of later input."""
         if self.exactly_once:
             part.held.append(event)
         else:
             await self._stream.ack(event)
-
-    @staticmethod
-    def _apply(part: _Partition[S], topic: str, offset: int) -> None:
-        part.rewinding.pop(topic, None)
-        part.running.add(topic)
-        part.applied[topic] = offset
 
     async def _position(self, partition: int) -> None:
         """Once after a restore, when the rebalance has ended: rewind each input that no message
@@ -553,17 +486,14 @@ class PartitionStates(Generic[S]):
         generation = self._generation
         for topic in self._inputs:
             tp = TP(topic, partition)
-            if topic in part.running or topic in part.rewinding or tp in self._seeking:
+            if tp in self._seeking:
                 continue
             position = await self.app.consumer.position(tp)
             if generation != self._generation:
                 return
-            applied = part.applied.get(topic, -1)
-            if position is not None and position > applied + 1:
+            if part.offsets.resume_at(topic, position):
                 logger.info("%s[%d]: resuming at %d after the checkpoint, not at %d",
-                            topic, partition, applied + 1, position)
-                # Fetched before the seek, every message is before the position.
-                part.rewinding[topic] = position - 1
+                            topic, partition, part.offsets.last_applied(topic) + 1, position)
                 await self._rewind(tp, generation)
 
     async def _rewind(self, tp: TP, generation: int) -> None:
@@ -625,15 +555,15 @@ class PartitionStates(Generic[S]):
             await asyncio.gather(*deliveries)
         if generation != self._generation:
             return  # revoked meanwhile: the next owner redoes the work from the checkpoint
-        if part.dirty or part.covered != part.stored:
-            value = json.dumps({"state": self.store(part.state), "offsets": part.covered},
+        if part.dirty or part.offsets.unstored:
+            value = json.dumps({"state": self.store(part.state), "offsets": part.offsets.covered},
                                default=plain, separators=(",", ":")).encode()
             self.table[checkpoint_key(partition, part.epoch)] = value
             # Only after: a crash between keeps a checkpoint to restore.
             for key in part.superseded:
                 self.table.pop(key, None)
             part.superseded = []
-            part.stored = dict(part.covered)
+            part.offsets.checkpointed()
             part.dirty = False
             if self.observe is not None:
                 self.observe(partition, len(value))

@@ -51,7 +51,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
-from situflow.queries import compile_query
+from situflow.languages import compile_query
+from situflow.settings import ENV_BOOTSTRAP, KafkaSettings, ServiceSettings
 from topics.catalog import (
     QUERIES,
     SITUATIONS,
@@ -64,7 +65,6 @@ from topics.catalog import (
 from topics.create import create_topics
 from topics.registry import QueryRecord, delete, registry_spec, submit
 from workers.broker import EmbeddedBroker, free_port
-from workers.settings import ENV_BOOTSTRAP, KafkaSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: The services evaluating each query language, and its output topics.
@@ -270,26 +270,20 @@ class Pipeline:
         assert self.kafka is not None and self.work_dir is not None
         name = name or kind
         port = port or free_port()
+        settings = ServiceSettings(
+            stream=self.stream.name, time_field=self.stream.time_field,
+            time_unit=self.stream.time_unit, key_fields=self.stream.key_fields,
+            unpartitioned=self.stream.unpartitioned, partitions=self.stream.partitions,
+            slack=self.slack, idle_timeout=self.idle_timeout, registry=True,
+            queries_topic=str(self.registry_topic), situations_topic=str(self.situations_topic),
+            data_dir=str(self.work_dir / name), web_port=port, web_bind="127.0.0.1",
+            archive_dir=str(self.work_dir / "archive"), kafka=self.kafka,
+        )
         env = {
             **os.environ,
-            **self.kafka_env(),
             "PYTHONPATH": os.pathsep.join(
                 p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
-            "SITUFLOW_STREAM": self.stream.name,
-            "SITUFLOW_TIME_FIELD": self.stream.time_field,
-            "SITUFLOW_TIME_UNIT": repr(self.stream.time_unit),
-            "SITUFLOW_KEY_FIELDS": ",".join(self.stream.key_fields),
-            "SITUFLOW_UNPARTITIONED": "1" if self.stream.unpartitioned else "",
-            "SITUFLOW_PARTITIONS": str(self.stream.partitions),
-            "SITUFLOW_SLACK": str(self.slack),
-            "SITUFLOW_IDLE_TIMEOUT": str(self.idle_timeout),
-            "SITUFLOW_REGISTRY": "1",
-            "SITUFLOW_QUERIES_TOPIC": str(self.registry_topic),
-            "SITUFLOW_SITUATIONS_TOPIC": str(self.situations_topic),
-            "SITUFLOW_DATA_DIR": str(self.work_dir / name),
-            "SITUFLOW_WEB_PORT": str(port),
-            "SITUFLOW_WEB_BIND": "127.0.0.1",
-            "SITUFLOW_ARCHIVE_DIR": str(self.work_dir / "archive"),
+            **settings.to_env(),
             **self.extra_env,
         }
         command = self.service_command(kind)
@@ -309,19 +303,7 @@ class Pipeline:
     def service_command(self, kind: str) -> list[str]:
         """The command line of a worker of service ``kind``."""
         return [sys.executable, "-m", f"workers.{kind}", "worker", "-l",
-                os.environ.get("SITUFLOW_LOG_LEVEL", "warn")]
-
-    def kafka_env(self) -> dict[str, str]:
-        """The ``KAFKA_*`` variables that reach this pipeline's broker."""
-        assert self.kafka is not None
-        k = self.kafka
-        values = {
-            "BOOTSTRAP_SERVERS": k.bootstrap_servers, "SECURITY_PROTOCOL": k.security_protocol,
-            "SASL_MECHANISM": k.sasl_mechanism, "SASL_USERNAME": k.sasl_username,
-            "SASL_PASSWORD": k.sasl_password, "SSL_CAFILE": k.ssl_cafile,
-            "SSL_CERTFILE": k.ssl_certfile, "SSL_KEYFILE": k.ssl_keyfile,
-        }
-        return {f"KAFKA_{name}": value for name, value in values.items() if value}
+                ServiceSettings.from_env().log_level]
 
     def wait_ready(self) -> None:
         """Until every service reports ready on ``/health``; raises if one exits, unless the

@@ -95,6 +95,16 @@ class Call(Node):
 
 Expr = Literal | Ref | Unary | Binary | Call | Node
 
+def conjuncts(expr: Node) -> tuple[Node, ...]:
+    """``a AND b AND c`` as its conjuncts ``(a, b, c)``: the expression grammar nests them."""
+    if isinstance(expr, Binary) and expr.op == "and":
+        return conjuncts(expr.left) + conjuncts(expr.right)
+    return (expr,)
+
+
+# The aggregate functions all three languages know, in the order messages list them.
+AGGREGATES = ("min", "max", "sum", "count", "avg")
+
 ARITHMETIC = frozenset({"+", "-", "*", "/", "%"})
 COMPARISONS = frozenset({"<", ">", "<=", ">=", "=", "!="})
 LOGICAL = frozenset({"and", "or"})

@@ -14,7 +14,7 @@ Patterns follow Definition 2.1 (``E``, ``P+``, ``SEQ(P1, P2, ...)``, nested as i
 (``SEQ(Activity S, Activity A+, Activity F)``). Appendix C adds the Kleene star ``P*``, the
 disjunction ``P1 OR P2``, the conjunction ``P1 AND P2`` (binding tighter than ``OR``, as in
 logic), negation inside a sequence (``SEQ(A+, NOT C, B)``) and minimal lengths,
-``LENGTH(A) >= 3`` (:mod:`situflow.trends.analyze` reads the star as the paper's sugar
+``LENGTH(A) >= 3`` (:mod:`situflow.lang.cogra_sugar` reads the star as the paper's sugar
 ``SEQ(P1*, P2) = SEQ(P1+, P2) OR P2``, and :mod:`situflow.trends.conjunction` gives ``AND``
 its meaning). ``[a, b]`` is the equivalence predicate of footnote 1;
 ``NEXT(X).attr`` refers to the event that follows an ``X`` event in a trend (adjacent-event
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from situflow.lang import ast
 from situflow.lang.attributes import AttributeTypes, Uses
+from situflow.lang.clauses import Equivalence, KleeneLength
 from situflow.lang.parser import Parser
 from situflow.lang.printer import expr_text, name_text
 from situflow.lang.tokens import T, Token
@@ -41,10 +42,9 @@ from situflow.lang.tokens import T, Token
 #: The matching semantics of §2.2, by their keyword.
 SEMANTICS = ("skip-till-any-match", "skip-till-next-match", "contiguous")
 
-AGGREGATES = ("COUNT", "MIN", "MAX", "SUM", "AVG")
+# Upper case, as Definition 2.9 writes them.
+AGGREGATES = tuple(name.upper() for name in ast.AGGREGATES)
 
-# Words that end the WHERE clause; they cannot start a predicate conjunct.
-_CLAUSES = ("GROUP", "WITHIN", "SLIDE")
 
 
 # --- AST ---------------------------------------------------------------------------------------
@@ -127,17 +127,6 @@ class AndPattern(ast.Node):
 
 
 @dataclass(frozen=True)
-class LengthRef(ast.Node):
-    """``LENGTH(A)``: how many events a Kleene variable ``A+`` binds in one iteration run
-    (Appendix C, predicates on minimal trend length)."""
-
-    variable: str
-
-    def to_text(self) -> str:
-        return f"LENGTH({name_text(self.variable)})"
-
-
-@dataclass(frozen=True)
 class NextRef(ast.Node):
     """``NEXT(X).attr``: the attribute of the event after an ``X`` event in a trend."""
 
@@ -165,17 +154,7 @@ class Aggregate(ast.Node):
 
 
 @dataclass(frozen=True)
-class Equivalence(ast.Node):
-    """``[a, b]``: every event of a trend carries the same values of these attributes."""
-
-    attrs: tuple[str, ...]
-
-    def to_text(self) -> str:
-        return "[" + ", ".join(map(name_text, self.attrs)) + "]"
-
-
-@dataclass(frozen=True)
-class Length(ast.Node):
+class WindowLength(ast.Node):
     """A window length: a duration (``30 seconds``) or a number of time-unit ticks (``6``)."""
 
     value: ast.Node  # ast.Duration or ast.Literal
@@ -191,8 +170,8 @@ class CograQuery(ast.Node):
     semantics: str  # one of SEMANTICS
     where: tuple[ast.Node, ...]  # conjuncts: Equivalence or expressions
     group_by: tuple[str, ...]
-    within: Length
-    slide: Length | None = None
+    within: WindowLength
+    slide: WindowLength | None = None
 
     def to_text(self) -> str:
         parts = [
@@ -231,7 +210,14 @@ def _conjunct_text(node: ast.Node) -> str:
 class CograParser(Parser):
     """One ``_parse_<clause>`` method per clause of Definition 2.9."""
 
-    def parse_query(self) -> CograQuery:
+    # The clause words, in the fixed order the clauses take (``GROUP-BY`` starts with GROUP).
+    CLAUSES = ("RETURN", "PATTERN", "SEMANTICS", "WHERE", "GROUP", "WITHIN", "SLIDE")
+    # The words that end the WHERE clause: they cannot start a predicate conjunct or be a
+    # symbolic constant. RESERVED stays the base set, because a bare word in a COGRA predicate
+    # is a constant (q4's ``A.type = passive``), refused with its own message when it ends WHERE.
+    WHERE_ENDS = frozenset(CLAUSES[CLAUSES.index("WHERE") + 1:])
+
+    def parse(self) -> CograQuery:
         first = self.curr
         self.expect_kw("RETURN")
         returns = self._parse_returns()
@@ -261,12 +247,9 @@ class CograParser(Parser):
     # RETURN ---------------------------------------------------------------------------------
 
     def _parse_returns(self) -> tuple[ast.Node, ...]:
-        items = [self._parse_return_item()]
-        while self.match(T.COMMA):
-            items.append(self._parse_return_item())
-        return tuple(items)
+        return self._parse_csv(self._parse_return_value)
 
-    def _parse_return_item(self) -> ast.Node:
+    def _parse_return_value(self) -> ast.Node:
         first = self.curr
         if first.type is T.IDENT and self.peek().type is T.LPAREN:
             return self._parse_aggregate()
@@ -331,13 +314,11 @@ class CograParser(Parser):
         if self.at_kw("SEQ") and self.peek().type is T.LPAREN:
             self.advance()
             self.advance()
-            items = [self._parse_pattern()]
-            while self.match(T.COMMA):
-                items.append(self._parse_pattern())
+            items = self._parse_csv(self._parse_pattern)
             self.expect(T.RPAREN, "',' or ')' in SEQ(...)")
             if len(items) < 2:
                 self.raise_error("SEQ needs at least two sub-patterns", first)
-            inner: ast.Node = self.node(SeqPattern, first, tuple(items))
+            inner: ast.Node = self.node(SeqPattern, first, items)
         elif self.match(T.LPAREN):
             inner = self._parse_pattern()
             self.expect(T.RPAREN, "')' to close the sub-pattern")
@@ -379,18 +360,15 @@ class CograParser(Parser):
     # WHERE ----------------------------------------------------------------------------------
 
     def _parse_where(self) -> tuple[ast.Node, ...]:
-        conjuncts = _conjuncts(self._parse_conjunct())
+        conjuncts = ast.conjuncts(self._parse_conjunct())
         while self.match_kw("AND"):
-            conjuncts += _conjuncts(self._parse_conjunct())
-        return tuple(conjuncts)
+            conjuncts += ast.conjuncts(self._parse_conjunct())
+        return conjuncts
 
     def _parse_conjunct(self) -> ast.Node:
-        first = self.curr
-        if self.match(T.LBRACKET):
-            attrs = self._parse_names("an attribute")
-            self.expect(T.RBRACKET, "',' or ']' after the attributes")
-            return self.node(Equivalence, first, attrs)
-        if self.curr.type is T.IDENT and self.curr.upper in _CLAUSES:
+        if self.at(T.LBRACKET):
+            return self._parse_equivalence("an attribute", "',' or ']' after the attributes")
+        if self.curr.type is T.IDENT and self.curr.upper in self.WHERE_ENDS:
             self.raise_error(f"expected a predicate after AND, found {self.curr.describe()}")
         return self.parse_expression()
 
@@ -400,7 +378,7 @@ class CograParser(Parser):
         if self.peek().type is T.DOT:
             return super()._parse_reference()
         word = self.curr
-        if word.type is not T.IDENT or word.upper in _CLAUSES:
+        if word.type is not T.IDENT or word.upper in self.WHERE_ENDS:
             self.raise_error(f"expected a value, found {word.describe()}")
         self.advance()
         return self.node(ast.Literal, word, word.text)
@@ -418,7 +396,7 @@ class CograParser(Parser):
             self.expect(T.LPAREN)
             variable = self.expect_ident("a Kleene plus variable in LENGTH(...)")
             self.expect(T.RPAREN, "')' after the variable in LENGTH(...)")
-            return self.node(LengthRef, name, variable.text)
+            return self.node(KleeneLength, name, variable.text)
         if name.upper != "NEXT":
             self.raise_error(f"{name.text}(...) is not allowed in WHERE; predicates compare "
                              "attributes such as S.price and NEXT(S).price")
@@ -441,13 +419,7 @@ class CograParser(Parser):
             return True
         return self.match_kw(*words)
 
-    def _parse_names(self, what: str) -> tuple[str, ...]:
-        names = [self.expect_ident(what).text]
-        while self.match(T.COMMA):
-            names.append(self.expect_ident(what).text)
-        return tuple(names)
-
-    def _parse_length(self) -> Length:
+    def _parse_length(self) -> WindowLength:
         first = self.curr
         if first.type is T.NUMBER and not (
             self.peek().type is T.IDENT and self.peek().text.lower() in ast.TIME_UNITS
@@ -455,20 +427,13 @@ class CograParser(Parser):
             literal = self._parse_number()
             if literal.unit is not None:
                 self.raise_error(f"unknown time unit '{literal.unit}'", first)
-            return self.node(Length, first, literal)
-        return self.node(Length, first, self.parse_duration())
-
-
-def _conjuncts(node: ast.Node) -> list[ast.Node]:
-    """``a AND b AND [x]`` is three conjuncts: the expression grammar joins the first two."""
-    if isinstance(node, ast.Binary) and node.op == "and":
-        return _conjuncts(node.left) + _conjuncts(node.right)
-    return [node]
+            return self.node(WindowLength, first, literal)
+        return self.node(WindowLength, first, self.parse_duration())
 
 
 def parse(text: str) -> CograQuery:
     """Parse a COGRA query; raises :class:`situflow.errors.ParseError` with its position."""
-    return CograParser(text).parse_query()
+    return CograParser(text).parse()
 
 
 def attribute_types(query: CograQuery) -> AttributeTypes:

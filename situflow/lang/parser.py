@@ -13,13 +13,16 @@ remainder (``a[1].price % 500 = 0``, SASE+ §6).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
 from situflow.errors import ParseError
 from situflow.lang import ast
+from situflow.lang.clauses import Equivalence, ReturnItem
 from situflow.lang.tokens import T, Token, tokenize
 
 N = TypeVar("N", bound=ast.Node)
+Item = TypeVar("Item")
 
 _COMPARISON_OPS = {T.LT: "<", T.GT: ">", T.LE: "<=", T.GE: ">=", T.EQ: "=", T.NE: "!="}
 
@@ -33,6 +36,8 @@ class Parser:
 
     # Words that end an expression instead of naming an attribute; languages add clause words.
     RESERVED: frozenset[str] = frozenset({"AND", "OR", "NOT"})
+    # Whether every RETURN value needs its ``AS name``.
+    RETURN_NEEDS_NAMES = False
 
     def __init__(self, text: str):
         self.text = text
@@ -101,6 +106,43 @@ class Parser:
         """
         last = self.prev if self.i > 0 and self.prev.end >= first.end else first
         return cls(*args, span=ast.Span.of(first, last), **kwargs)
+
+    def _parse_csv(self, item: Callable[[], Item]) -> tuple[Item, ...]:
+        """``item (, item)*``: every comma list of the three languages."""
+        items = [item()]
+        while self.match(T.COMMA):
+            items.append(item())
+        return tuple(items)
+
+    def _parse_names(self, what: str) -> tuple[str, ...]:
+        """``name (, name)*``, where ``what`` says what a name is for an error message."""
+        return self._parse_csv(lambda: self.expect_ident(what).text)
+
+    def _parse_partition_by(self, attribute: Callable[[], Item]) -> tuple[Item, ...]:
+        """``BY attr, ...``, after the PARTITION keyword."""
+        self.expect_kw("BY")
+        return self._parse_csv(attribute)
+
+    def _parse_return_items(self) -> tuple[ReturnItem, ...]:
+        """``RETURN expr [AS name], ...``, after the RETURN keyword."""
+        return self._parse_csv(self._parse_return_item)
+
+    def _parse_return_item(self) -> ReturnItem:
+        first = self.curr
+        expr = self.parse_expression()
+        if self.RETURN_NEEDS_NAMES:
+            self.expect_kw("AS")
+            alias: str | None = self.expect_ident("a name for the returned value").text
+        else:
+            alias = self.expect_ident("a name after AS").text if self.match_kw("AS") else None
+        return self.node(ReturnItem, first, expr, alias)
+
+    def _parse_equivalence(self, what: str, closing: str) -> Equivalence:
+        """``[attr, ...]``, from its '['; ``what`` and ``closing`` word the errors."""
+        first = self.expect(T.LBRACKET)
+        attrs = self._parse_names(what)
+        self.expect(T.RBRACKET, closing)
+        return self.node(Equivalence, first, attrs)
 
     def expect_end(self) -> None:
         self.match(T.SEMI)
@@ -254,13 +296,11 @@ class Parser:
         if self.match(T.STAR):
             self.expect(T.RPAREN, "')' after '*'")
             return self.node(ast.Call, name, name.text.lower(), (), True)
-        args: list[ast.Expr] = []
+        args: tuple[ast.Expr, ...] = ()
         if not self.at(T.RPAREN):
-            args.append(self.parse_expression())
-            while self.match(T.COMMA):
-                args.append(self.parse_expression())
+            args = self._parse_csv(self.parse_expression)
         self.expect(T.RPAREN, f"',' or ')' in the arguments of {name.text}")
-        return self.node(ast.Call, name, name.text.lower(), tuple(args))
+        return self.node(ast.Call, name, name.text.lower(), args)
 
     def _parse_reference(self) -> ast.Expr:
         first = self.expect_ident("an attribute")

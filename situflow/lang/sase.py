@@ -26,23 +26,24 @@ attribute, and the partitioning of the stream), ``CONSUME`` (the paper's non-ove
 format: after a match in a partition, every other run of that partition is dropped) and
 ``RETURN expr [AS name], ...`` for the result ``values``.
 
-:func:`parse` builds a :class:`SaseQuery`, :func:`validate` applies the rules of SEMANTICS.md
-(variables bound once, Kleene references only on Kleene variables, a window for leading and
-trailing negation, the type field invisible) and :func:`canonical` prints the canonical text.
+:func:`parse` builds a :class:`SaseQuery`, :meth:`SaseQuery.to_text` prints the canonical text
+and :func:`situflow.lang.validate_sase.validate` applies the rules of SEMANTICS.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 from situflow.lang import ast
 from situflow.lang.attributes import AttributeTypes, Uses
+from situflow.lang.clauses import Equivalence, KleeneLength, ReturnItem
 from situflow.lang.parser import Parser
 from situflow.lang.printer import expr_text, name_text
 from situflow.lang.tokens import T
-from situflow.lang.validate import Type, check_condition, error, infer
 
 
 class Strategy(Enum):
@@ -55,9 +56,7 @@ class Strategy(Enum):
 
 
 DEFAULT_STRATEGY = Strategy.ANY
-AGGREGATES = frozenset({"avg", "max", "min", "sum", "count"})
-# The clauses that may follow WHERE.
-_CLAUSES = frozenset({"WITHIN", "PARTITION", "CONSUME", "RETURN"})
+AGGREGATES = frozenset(ast.AGGREGATES)
 
 
 class Index(Enum):
@@ -98,16 +97,6 @@ class StrategyVar(ast.Node):
 
 
 @dataclass(frozen=True)
-class Equivalence(ast.Node):
-    """``[attr]``: every event of the match has the same ``attr`` (§2)."""
-
-    attr: str
-
-    def to_text(self) -> str:
-        return f"[{name_text(self.attr)}]"
-
-
-@dataclass(frozen=True)
 class KleeneRef(ast.Node):
     """``v[index].attr``; ``attr`` is None only for ``count(v[ ])``-style whole references."""
 
@@ -127,26 +116,6 @@ class KleeneRef(ast.Node):
             Index.ALL: "",
         }[self.index]
         return f"{var}[{inner}]" + (f".{name_text(self.attr)}" if self.attr is not None else "")
-
-
-@dataclass(frozen=True)
-class Length(ast.Node):
-    """``v.LEN``: the number of events selected by the Kleene variable ``v``."""
-
-    var: str
-
-    def to_text(self) -> str:
-        return f"{name_text(self.var)}.LEN"
-
-
-@dataclass(frozen=True)
-class ReturnItem(ast.Node):
-    expr: ast.Node
-    alias: str | None = None
-
-    @property
-    def name(self) -> str:
-        return self.alias if self.alias is not None else expr_text(self.expr)
 
 
 @dataclass(frozen=True)
@@ -173,21 +142,30 @@ class SaseQuery(ast.Node):
 
     def conjuncts(self) -> tuple[ast.Node, ...]:
         """The top-level conjuncts of the WHERE body (the CNF clauses of §3.2, Step 2)."""
-        return tuple(split_conjuncts(self.where)) if self.where is not None else ()
+        return ast.conjuncts(self.where) if self.where is not None else ()
 
     def partition_attrs(self) -> tuple[str, ...]:
         """Attributes that partition the stream: ``[attr]`` tests, then ``PARTITION BY``."""
-        attrs = [c.attr for c in self.conjuncts() if isinstance(c, Equivalence)]
+        attrs = [a for c in self.conjuncts() if isinstance(c, Equivalence) for a in c.attrs]
         attrs += list(self.partition_by)
         return tuple(dict.fromkeys(attrs))
 
-
-def split_conjuncts(expr: ast.Node) -> Iterator[ast.Node]:
-    if isinstance(expr, ast.Binary) and expr.op == "and":
-        yield from split_conjuncts(expr.left)
-        yield from split_conjuncts(expr.right)
-    else:
-        yield expr
+    def to_text(self) -> str:
+        """The canonical text: one line, keywords upper case, the strategy always spelled out."""
+        parts = ["PATTERN SEQ(" + ", ".join(c.to_text() for c in self.components) + ")"]
+        listed = ", ".join(name_text(c.var) + ("[]" if c.kleene else "") for c in self.components)
+        body = " AND ".join(expr_text(c) for c in self.conjuncts())
+        parts.append(f"WHERE {self.effective_strategy.value}({listed}) {{ {body} }}".replace(
+            "{  }", "{ }"))
+        if self.within is not None:
+            parts.append(f"WITHIN {expr_text(self.within)}")
+        if self.partition_by:
+            parts.append("PARTITION BY " + ", ".join(map(name_text, self.partition_by)))
+        if self.consume:
+            parts.append("CONSUME")
+        if self.returns:
+            parts.append("RETURN " + ", ".join(r.to_text() for r in self.returns))
+        return " ".join(parts)
 
 
 # --- parser ------------------------------------------------------------------------------------
@@ -195,12 +173,24 @@ def split_conjuncts(expr: ast.Node) -> Iterator[ast.Node]:
 class SaseParser(Parser):
     """``PATTERN`` statement parser: one method per clause."""
 
+    # The clauses that may follow WHERE, in any order and each at most once, by their first
+    # word; each parser starts after that word.
+    CLAUSE_PARSERS: ClassVar[Mapping[str, Callable[[SaseParser], Any]]] = MappingProxyType({
+        "WITHIN": lambda self: self.parse_duration(),
+        "PARTITION": lambda self: self._parse_partition_by(
+            lambda: self.expect_ident("an attribute to partition by").text),
+        "CONSUME": lambda self: True,
+        "RETURN": lambda self: self._parse_return_items(),
+    })
+    # Clause words end an expression instead of naming an attribute.
+    RESERVED = Parser.RESERVED | frozenset(CLAUSE_PARSERS)
+
     def __init__(self, text: str):
         super().__init__(text)
         # Kleene variables seen in the PATTERN clause: ``v.LEN`` means the length only for them.
         self.kleene_vars: set[str] = set()
 
-    def parse_query(self) -> SaseQuery:
+    def parse(self) -> SaseQuery:
         first = self.curr
         self.expect_kw("PATTERN")
         components = self._parse_pattern()
@@ -209,46 +199,29 @@ class SaseParser(Parser):
         where: ast.Node | None = None
         if self.match_kw("WHERE"):
             strategy, strategy_vars, where = self._parse_where()
-        within: ast.Duration | None = None
-        partition_by: tuple[str, ...] = ()
-        consume = False
-        returns: tuple[ReturnItem, ...] = ()
-        seen: set[str] = set()
+        clauses: dict[str, Any] = {}
         while not self.at(T.EOF) and not self.at(T.SEMI):
             word = self.curr
             clause = word.upper if word.type is T.IDENT else ""
-            if clause in seen:
+            if clause in clauses:
                 self.raise_error(f"{clause} is given twice")
-            if clause == "WITHIN":
-                self.advance()
-                within = self.parse_duration()
-            elif clause == "PARTITION":
-                self.advance()
-                self.expect_kw("BY")
-                partition_by = self._parse_partition_by()
-            elif clause == "CONSUME":
-                self.advance()
-                consume = True
-            elif clause == "RETURN":
-                self.advance()
-                returns = self._parse_return()
-            else:
+            if clause not in self.CLAUSE_PARSERS:
                 self.raise_error(
                     f"expected WITHIN, PARTITION BY, CONSUME or RETURN, found {word.describe()}"
                 )
-            seen.add(clause)
+            self.advance()
+            clauses[clause] = self.CLAUSE_PARSERS[clause](self)
         self.expect_end()
         return self.node(
-            SaseQuery, first, tuple(components), strategy, strategy_vars, where, within,
-            partition_by, consume, returns,
+            SaseQuery, first, components, strategy, strategy_vars, where,
+            clauses.get("WITHIN"), clauses.get("PARTITION", ()), clauses.get("CONSUME", False),
+            clauses.get("RETURN", ()),
         )
 
-    def _parse_pattern(self) -> list[Component]:
+    def _parse_pattern(self) -> tuple[Component, ...]:
         self.expect_kw("SEQ")
         self.expect(T.LPAREN, "'(' after SEQ")
-        components = [self._parse_component()]
-        while self.match(T.COMMA):
-            components.append(self._parse_component())
+        components = self._parse_csv(self._parse_component)
         self.expect(T.RPAREN, "',' or ')' in SEQ(...)")
         return components
 
@@ -288,22 +261,20 @@ class SaseParser(Parser):
                     + ", ".join(names), word,
                 )
             self.expect(T.LPAREN)
-            variables = [self._parse_strategy_var()]
-            while self.match(T.COMMA):
-                variables.append(self._parse_strategy_var())
+            variables = self._parse_csv(self._parse_strategy_var)
             self.expect(T.RPAREN, "',' or ')' after the strategy's variables")
             if self._at_clause_end():
-                return strategy, tuple(variables), None  # no predicates, no '{ }' (§2)
+                return strategy, variables, None  # no predicates, no '{ }' (§2)
             self.expect(T.LBRACE, "'{' to open the predicates of the strategy")
             where = None if self.at(T.RBRACE) else self.parse_expression()
             self.expect(T.RBRACE, "'}' to close the predicates, or AND before the next one")
-            return strategy, tuple(variables), where
+            return strategy, variables, where
         return None, (), self.parse_expression()
 
     def _at_clause_end(self) -> bool:
         """Whether the WHERE clause ends here: the next clause or the end of the query."""
         return self.at(T.EOF) or self.at(T.SEMI) or (
-            self.curr.type is T.IDENT and self.curr.upper in _CLAUSES)
+            self.curr.type is T.IDENT and self.curr.upper in self.CLAUSE_PARSERS)
 
     def _parse_strategy_var(self) -> StrategyVar:
         first = self.expect_ident("a pattern variable")
@@ -313,32 +284,12 @@ class SaseParser(Parser):
             brackets = True
         return self.node(StrategyVar, first, first.text, brackets)
 
-    def _parse_partition_by(self) -> tuple[str, ...]:
-        attrs = [self.expect_ident("an attribute to partition by").text]
-        while self.match(T.COMMA):
-            attrs.append(self.expect_ident("an attribute to partition by").text)
-        return tuple(attrs)
-
-    def _parse_return(self) -> tuple[ReturnItem, ...]:
-        items = [self._parse_return_item()]
-        while self.match(T.COMMA):
-            items.append(self._parse_return_item())
-        return tuple(items)
-
-    def _parse_return_item(self) -> ReturnItem:
-        first = self.curr
-        expr = self.parse_expression()
-        alias = self.expect_ident("a name after AS").text if self.match_kw("AS") else None
-        return self.node(ReturnItem, first, expr, alias)
-
     # --- SASE+ references ---------------------------------------------------------------------
 
     def _parse_primary(self) -> ast.Expr:
-        first = self.curr
-        if self.match(T.LBRACKET):
-            attr = self.expect_ident("an attribute in the equivalence test, as in [symbol]")
-            self.expect(T.RBRACKET, "']' to close the equivalence test")
-            return self.node(Equivalence, first, attr.text)
+        if self.at(T.LBRACKET):
+            return self._parse_equivalence("an attribute in the equivalence test, as in [symbol]",
+                                           "']' to close the equivalence test")
         return super()._parse_primary()
 
     def _parse_reference(self) -> ast.Expr:
@@ -355,7 +306,7 @@ class SaseParser(Parser):
             if self.at(T.DOT):
                 self.raise_error("a reference has at most two parts, as in 'b.price'")
             if attr_token.upper == "LEN" and var in self.kleene_vars:
-                return self.node(Length, first, var)
+                return self.node(KleeneLength, first, var, dotted=True)
             return self.node(ast.Ref, first, var, attr_token.text)
         return self.node(ast.Ref, first, None, var)
 
@@ -406,268 +357,39 @@ class SaseParser(Parser):
 
 def parse(text: str) -> SaseQuery:
     """Parse one SASE+ query; raises ``ParseError``/``TokenError`` located at line:col."""
-    return SaseParser(text).parse_query()
+    return SaseParser(text).parse()
 
 
-# --- canonical text ----------------------------------------------------------------------------
-
-
-def canonical(query: SaseQuery) -> str:
-    """The canonical text: one line, keywords upper case, the strategy always spelled out."""
-    parts = ["PATTERN SEQ(" + ", ".join(c.to_text() for c in query.components) + ")"]
-    listed = ", ".join(name_text(c.var) + ("[]" if c.kleene else "") for c in query.components)
-    body = " AND ".join(expr_text(c) for c in query.conjuncts())
-    parts.append(f"WHERE {query.effective_strategy.value}({listed}) {{ {body} }}".replace(
-        "{  }", "{ }"))
-    if query.within is not None:
-        parts.append(f"WITHIN {expr_text(query.within)}")
-    if query.partition_by:
-        parts.append("PARTITION BY " + ", ".join(map(name_text, query.partition_by)))
-    if query.consume:
-        parts.append("CONSUME")
-    if query.returns:
-        parts.append("RETURN " + ", ".join(
-            expr_text(r.expr) + (f" AS {name_text(r.alias)}" if r.alias is not None else "")
-            for r in query.returns
-        ))
-    return " ".join(parts)
-
-
-# --- validation --------------------------------------------------------------------------------
+# --- identifier stages -----------------------------------------------------------------------
 
 # Where an identifier is instantiated (§3.2, Step 2), within its component: at the begin edge
 # (``v``, ``v[1]``), at the take edge of ``v[i]`` (``v[i]``, ``v[i-1]``, ``v[..i-1]``, ``v[k]``
 # for k > 1) or when the iteration ends, on the proceed edge (``v.LEN``, ``v[v.LEN]``, ``v[ ]``).
 BEGIN, TAKE, PROCEED = 0, 1, 2
 
-_ITERATION = frozenset({Index.CURRENT, Index.PREVIOUS, Index.PREFIX})
+ITERATION_INDEXES = frozenset({Index.CURRENT, Index.PREVIOUS, Index.PREFIX})
 
 
 def identifier_stage(node: ast.Node) -> tuple[str, int] | None:
     """(variable, stage) of a reference node, or None for other nodes."""
     if isinstance(node, ast.Ref) and node.qualifier is not None:
         return node.qualifier, BEGIN
-    if isinstance(node, Length):
+    if isinstance(node, KleeneLength):
         return node.var, PROCEED
     if isinstance(node, KleeneRef):
         if node.index is Index.CONST:
             return node.var, BEGIN if node.k == 1 else TAKE
-        if node.index in _ITERATION:
+        if node.index in ITERATION_INDEXES:
             return node.var, TAKE
         return node.var, PROCEED
     return None
 
 
 def references(expr: ast.Node) -> Iterator[ast.Node]:
-    """Reference nodes of an expression (Ref, KleeneRef, Length)."""
+    """Reference nodes of an expression (Ref, KleeneRef, KleeneLength)."""
     for node in expr.walk():
-        if isinstance(node, ast.Ref | KleeneRef | Length):
+        if isinstance(node, ast.Ref | KleeneRef | KleeneLength):
             yield node
-
-
-def validate(query: SaseQuery, type_field: str = "type") -> SaseQuery:
-    """Check ``query`` against the rules of SEMANTICS.md; raise a located ValidationError."""
-    _Validator(query, type_field).run()
-    return query
-
-
-class _Validator:
-    def __init__(self, query: SaseQuery, type_field: str):
-        self.query = query
-        self.type_field = type_field
-        self.position = {c.var: k for k, c in enumerate(query.components)}
-
-    def run(self) -> None:
-        q = self.query
-        self._check_components()
-        self._check_strategy_vars()
-        for conjunct in q.conjuncts():
-            self._check_conjunct(conjunct)
-        self._check_negation_window()
-        for attr in q.partition_by:
-            self._check_attribute(q, attr)
-        names: set[str] = set()
-        for item in q.returns:
-            self._check_expression(item.expr, in_where=False)
-            if item.name in names:
-                raise error(item, f"two RETURN values are named '{item.name}'; rename one with AS")
-            names.add(item.name)
-
-    def _check_components(self) -> None:
-        seen: set[str] = set()
-        for c in self.query.components:
-            if c.var in seen:
-                raise error(c, f"variable '{c.var}' is bound twice; each component needs its own "
-                               "variable")
-            seen.add(c.var)
-            if c.negated and c.kleene:
-                raise error(c, "a negated component cannot be a Kleene plus; negate one event, "
-                               f"as in ~({c.type_name} {c.var})")
-        if not self.query.positives:
-            raise error(self.query, "a pattern needs at least one component that is not negated")
-
-    def _check_strategy_vars(self) -> None:
-        q = self.query
-        if q.strategy is None:
-            return
-        listed: set[str] = set()
-        for sv in q.strategy_vars:
-            c = q.component(sv.var)
-            if c is None:
-                raise error(sv, f"'{sv.var}' is not a variable of the pattern")
-            if sv.var in listed:
-                raise error(sv, f"'{sv.var}' is listed twice")
-            if sv.brackets and not c.kleene:
-                raise error(sv, f"'{sv.var}' is not a Kleene variable; write it without '[ ]'")
-            listed.add(sv.var)
-        # Negated components may be left out (the paper lists them in Query 1, but they
-        # select no event).
-        missing = [c.var for c in q.positives if c.var not in listed]
-        if missing:
-            raise error(q.strategy_vars[-1], f"{q.effective_strategy.value}(...) must list every "
-                                             "pattern variable that is not negated; missing "
-                                             f"{', '.join(missing)}")
-
-    def _check_attribute(self, node: ast.Node, attr: str) -> None:
-        if attr == self.type_field:
-            raise error(node, f"attribute '{attr}' is the event type field and is not visible to "
-                              "predicates; rename the attribute or read types from another field "
-                              "(--type-field)")
-
-    def _check_conjunct(self, conjunct: ast.Node) -> None:
-        q = self.query
-        for node in conjunct.walk():
-            if isinstance(node, Equivalence) and node is not conjunct:
-                raise error(node, f"the equivalence test [{node.attr}] must stand on its own, "
-                                  "joined to the other predicates with AND")
-        if isinstance(conjunct, Equivalence):
-            self._check_attribute(conjunct, conjunct.attr)
-            return
-        self._check_expression(conjunct, in_where=True)
-        refs = list(references(conjunct))
-        negated = {r_var for r in refs if (r_var := _var_of(r)) is not None
-                   and (c := q.component(r_var)) is not None and c.negated}
-        if len(negated) > 1:
-            raise error(conjunct, "a predicate may refer to one negated variable only")
-        iteration_vars = {r.var for r in refs
-                          if isinstance(r, KleeneRef) and r.index in _ITERATION}
-        if len(iteration_vars) > 1:
-            raise error(conjunct, "a predicate may iterate over one Kleene variable only")
-        if iteration_vars:
-            (var,) = iteration_vars
-            if negated:
-                raise error(conjunct, "a predicate on a negated variable cannot use "
-                                      f"{var}[i], {var}[i-1] or {var}[..i-1]")
-            if not any(isinstance(r, KleeneRef) and r.var == var and r.index is Index.CURRENT
-                       for r in refs):
-                raise error(conjunct, f"{var}[i-1] and {var}[..i-1] compare earlier events with "
-                                      f"{var}[i]; this predicate has no {var}[i]")
-            for r in refs:
-                r_var = _var_of(r)
-                assert r_var is not None
-                if self.position[r_var] > self.position[var]:
-                    raise error(r, f"a predicate on {var}[i] is checked as each event is "
-                                   f"selected, before '{r_var}' is known")
-                if r_var == var and isinstance(r, KleeneRef | Length) and not (
-                    isinstance(r, KleeneRef) and (r.index in _ITERATION or (
-                        r.index is Index.CONST and r.k == 1))
-                ):
-                    raise error(r, f"a predicate on {var}[i] can use {var}[1], {var}[i-1] and "
-                                   f"{var}[..i-1] but not {r.to_text()}")
-        typeof = self._typeof
-        check_condition(conjunct, typeof)
-
-    def _check_expression(self, expr: ast.Node, in_where: bool) -> None:
-        aggregated = {id(a) for n in expr.walk() if isinstance(n, ast.Call) for a in n.args}
-        for node in expr.walk():
-            if isinstance(node, ast.Call):
-                self._check_aggregate(node, in_where)
-            elif isinstance(node, ast.Ref | KleeneRef | Length):
-                self._check_reference(node, in_where)
-                if isinstance(node, KleeneRef) and node.index in (Index.PREFIX, Index.ALL) and (
-                    id(node) not in aggregated
-                ):
-                    raise error(node, f"{node.to_text()} needs an aggregate around it, as in "
-                                      f"avg({node.to_text()})")
-        infer(expr, self._typeof)
-
-    def _check_aggregate(self, call: ast.Call, in_where: bool) -> None:
-        if call.name not in AGGREGATES:
-            raise error(call, f"unknown function '{call.name}'; aggregates are "
-                              + ", ".join(sorted(AGGREGATES)))
-        arg = call.args[0] if len(call.args) == 1 and not call.star else None
-        if not (isinstance(arg, KleeneRef) and arg.index in (Index.PREFIX, Index.ALL)
-                and arg.attr is not None):
-            raise error(call, f"{call.name}(...) takes one attribute of a Kleene variable, as in "
-                              f"{call.name}(a[..i-1].price) or {call.name}(a[ ].price)")
-        if arg.index is Index.PREFIX and not in_where:
-            raise error(arg, "..i-1 refers to the events before a[i]; RETURN can use a[ ]")
-
-    def _check_reference(self, ref: ast.Node, in_where: bool) -> None:
-        q = self.query
-        var = _var_of(ref)
-        if var is None:
-            assert isinstance(ref, ast.Ref)
-            raise error(ref, f"qualify '{ref.name}' with a pattern variable, as in a.{ref.name}")
-        c = q.component(var)
-        if c is None:
-            raise error(ref, f"'{var}' is not a variable of the pattern")
-        if c.negated and not in_where:
-            raise error(ref, f"'{var}' is negated: a match has no '{var}' event to return")
-        if isinstance(ref, ast.Ref):
-            if c.kleene:
-                raise error(ref, f"'{var}' is a Kleene variable: say which event, as in "
-                                 f"{var}[1].{ref.name}, {var}[i].{ref.name} or "
-                                 f"{var}[{var}.LEN].{ref.name}")
-            self._check_attribute(ref, ref.name)
-            return
-        if isinstance(ref, KleeneRef):
-            if not c.kleene:
-                raise error(ref, f"'{var}' is not a Kleene variable and cannot be indexed; "
-                                 f"declare it as {c.type_name}+ {var}[ ] or write {var}.attr")
-            if ref.attr is None:
-                raise error(ref, f"say which attribute of {ref.to_text()} is meant, as in "
-                                 f"{ref.to_text()}.price")
-            self._check_attribute(ref, ref.attr)
-            if ref.index in _ITERATION and not in_where:
-                raise error(ref, f"{var}[i] exists only while events are selected; RETURN can "
-                                 f"use {var}[1], {var}[{var}.LEN], {var}[k] or aggregates")
-
-    def _typeof(self, node: ast.Node) -> Type:
-        if isinstance(node, Length):
-            return Type.NUMBER
-        if isinstance(node, ast.Call):
-            return Type.NUMBER
-        return Type.ANY
-
-    def _check_negation_window(self) -> None:
-        q = self.query
-        comps = q.components
-        for k, c in enumerate(comps):
-            if not c.negated:
-                continue
-            leading = not any(not p.negated for p in comps[:k])
-            trailing = not any(not p.negated for p in comps[k + 1:])
-            if (leading or trailing) and q.within is None:
-                where = "leading" if leading else "trailing"
-                raise error(c, f"a {where} negation needs a window: add WITHIN, so that it is "
-                               "known how long to look for the negated event")
-            if trailing and q.consume:
-                raise error(c, "CONSUME cannot be combined with a trailing negation: a match "
-                               "waiting for its window would let overlapping matches through")
-
-
-def _var_of(ref: ast.Node) -> str | None:
-    if isinstance(ref, ast.Ref):
-        return ref.qualifier
-    if isinstance(ref, KleeneRef | Length):
-        return ref.var
-    return None
-
-
-def parse_and_validate(text: str, type_field: str = "type") -> SaseQuery:
-    """Parse and validate; every error is a located ``QueryError``."""
-    return validate(parse(text), type_field)
 
 
 def attribute_types(query: SaseQuery) -> AttributeTypes:

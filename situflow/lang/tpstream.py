@@ -9,7 +9,7 @@
 Both surface forms of alternatives parse: the thesis' ``A meets;overlaps B`` (Listing 5.1) and
 the paper's ``A meets B; A overlaps B`` (Listing 1), where an alternative may name the pair in
 either order (``C during B; B overlaps C``). Relation names follow Allen (1983), not the
-papers' Table 1: see :mod:`situflow.tpstream.allen` and SEMANTICS.md.
+papers' Table 1: see :mod:`situflow.lang.allen` and SEMANTICS.md.
 """
 
 from __future__ import annotations
@@ -17,15 +17,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from situflow.lang import ast
+from situflow.lang.allen import INVERSE, RELATIONS
 from situflow.lang.attributes import AttributeTypes, Uses
+from situflow.lang.clauses import ReturnItem
 from situflow.lang.parser import Parser
 from situflow.lang.printer import expr_text, name_text
 from situflow.lang.tokens import T, Token
-from situflow.tpstream.allen import INVERSE, RELATIONS
 
 _TWO_WORD = {"MET": "met-by", "OVERLAPPED": "overlapped-by", "STARTED": "started-by",
              "FINISHED": "finished-by"}
-CLAUSES = ("FROM", "PARTITION", "DEFINE", "PATTERN", "WITHIN", "RETURN")
+# The aggregates a RETURN expression may apply to a situation's events: a situation's events
+# are ordered, so its first and last values are aggregates too.
+AGGREGATES = ("first", "last", *ast.AGGREGATES)
 
 
 @dataclass(frozen=True)
@@ -90,15 +93,6 @@ class Constraint(ast.Node):
 
 
 @dataclass(frozen=True)
-class Output(ast.Node):
-    expr: ast.Expr
-    name: str
-
-    def to_text(self) -> str:
-        return f"{expr_text(self.expr)} AS {name_text(self.name)}"
-
-
-@dataclass(frozen=True)
 class Query(ast.Node):
     stream: str
     alias: str | None
@@ -106,7 +100,7 @@ class Query(ast.Node):
     definitions: tuple[Definition, ...]
     constraints: tuple[Constraint, ...]
     within: ast.Duration
-    outputs: tuple[Output, ...]
+    outputs: tuple[ReturnItem, ...]
 
     def to_text(self) -> str:
         """Canonical text: one clause per line, keywords upper case."""
@@ -126,16 +120,22 @@ class Query(ast.Node):
 class TPStreamParser(Parser):
     """One method per clause of the thesis grammar (§5.3.1)."""
 
+    # The clause words, in the fixed order the clauses take.
+    CLAUSES = ("FROM", "PARTITION", "DEFINE", "PATTERN", "WITHIN", "RETURN")
+    # Clause words end an expression instead of naming an attribute.
     RESERVED = Parser.RESERVED | frozenset(CLAUSES)
+    RETURN_NEEDS_NAMES = True
 
     def parse(self) -> Query:
         first = self.curr
         self.expect_kw("FROM")
         stream = self.expect_ident("the name of the input stream").text
         alias = None
-        if self.at(T.IDENT) and self.curr.upper not in CLAUSES:
+        if self.at(T.IDENT) and self.curr.upper not in self.CLAUSES:
             alias = self.advance().text
-        partition_by = self._parse_partition_by()
+        partition_by: tuple[ast.Ref, ...] = ()
+        if self.match_kw("PARTITION"):
+            partition_by = self._parse_partition_by(self._parse_attribute)
         definitions = self._parse_define()
         constraints = self._parse_pattern()
         within = self._parse_within()
@@ -144,15 +144,6 @@ class TPStreamParser(Parser):
         return self.node(Query, first, stream, alias, partition_by, definitions, constraints,
                          within, outputs)
 
-    def _parse_partition_by(self) -> tuple[ast.Ref, ...]:
-        if not self.match_kw("PARTITION"):
-            return ()
-        self.expect_kw("BY")
-        refs = [self._parse_attribute()]
-        while self.match(T.COMMA):
-            refs.append(self._parse_attribute())
-        return tuple(refs)
-
     def _parse_attribute(self) -> ast.Ref:
         ref = self._parse_reference()
         assert isinstance(ref, ast.Ref)
@@ -160,10 +151,7 @@ class TPStreamParser(Parser):
 
     def _parse_define(self) -> tuple[Definition, ...]:
         self.expect_kw("DEFINE")
-        definitions = [self._parse_definition()]
-        while self.match(T.COMMA):
-            definitions.append(self._parse_definition())
-        return tuple(definitions)
+        return self._parse_csv(self._parse_definition)
 
     def _parse_definition(self) -> Definition:
         name = self.expect_ident("a situation name")
@@ -234,19 +222,9 @@ class TPStreamParser(Parser):
         self.expect_kw("WITHIN")
         return self.parse_duration()
 
-    def _parse_return(self) -> tuple[Output, ...]:
+    def _parse_return(self) -> tuple[ReturnItem, ...]:
         self.expect_kw("RETURN")
-        outputs = [self._parse_output()]
-        while self.match(T.COMMA):
-            outputs.append(self._parse_output())
-        return tuple(outputs)
-
-    def _parse_output(self) -> Output:
-        first = self.curr
-        expr = self.parse_expression()
-        self.expect_kw("AS")
-        name = self.expect_ident("a name for the returned value")
-        return self.node(Output, first, expr, name.text)
+        return self._parse_return_items()
 
 
 def parse(text: str) -> Query:

@@ -1,4 +1,4 @@
-"""The backtrack algorithm (§5.2.3): the paper's baseline, kept for tests and benchmarks.
+"""The reference baseline: the backtrack algorithm of §5.2.3, kept for tests and benchmarks.
 
 Per partition one *singleton run* is processed at a time, depth first: when an event allows
 several moves, the run continues with the first and the others are postponed on a stack with
@@ -23,8 +23,9 @@ from typing import Any
 
 from situflow.errors import SituflowError
 from situflow.events import EventBatch
-from situflow.nfa.automaton import Automaton, StateKind
-from situflow.nfa.transitions import MISSING, Env, moves, prepare, state_steps
+from situflow.nfa.compiler.automaton import Automaton, StateKind
+from situflow.nfa.prepass import MISSING, prepare
+from situflow.nfa.transitions import Env, moves, state_steps
 
 # The events a run selected: the last (component, event index, the selection before it).
 Selected = tuple[int, int, Any]

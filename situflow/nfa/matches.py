@@ -14,15 +14,15 @@ from typing import Any
 
 from situflow.lang import ast
 from situflow.lang.compile import Getter
-from situflow.lang.sase import Index, KleeneRef, Length
-from situflow.nfa.sharedbuffer import Event
-from situflow.nfa.values import NAN, is_missing
+from situflow.lang.sase import Index, KleeneLength, KleeneRef
+from situflow.nfa.compiler.values import NAN, is_missing
+from situflow.nfa.sharedbuffer.buffer import BufferedEvent
 
 
 @dataclass(slots=True)
 class MatchEnv:
-    events: list[list[Event]]
-    candidate: Event | None = None
+    events: list[list[BufferedEvent]]
+    candidate: BufferedEvent | None = None
 
 
 def aggregate(name: str, values: list[Any]) -> Any:
@@ -56,7 +56,7 @@ def match_resolver(position: Mapping[str, int], attribute: Callable[[str], int],
                 return lambda env: env.candidate.row[a]
             p = position[node.qualifier]
             return lambda env: env.events[p][0].row[a]
-        if isinstance(node, Length):
+        if isinstance(node, KleeneLength):
             p = position[node.var]
             return lambda env: len(env.events[p])
         if isinstance(node, KleeneRef) and node.attr is not None:

@@ -4,7 +4,7 @@ window pruning (§5.3) and the ``CONSUME`` non-overlap policy (§2, §5.2.1).
 Per batch, everything that depends on one event alone is computed column-wise: event types,
 conjuncts on the current event (``a[1].volume > 1000``), the partition key, whether an event
 can matter to any state at all, and whether a run of its partition can be alive at its time
-(:func:`~situflow.nfa.transitions.live_events`). The event loop then visits only the events
+(:func:`~situflow.nfa.prepass.live_events`). The event loop then visits only the events
 that can change a run; an event no state can select leaves skip-till-next/any-match runs alone
 and ends every run of its partition under the contiguity strategies. Per visited event and
 partition (§5.2.1):
@@ -22,14 +22,14 @@ partition (§5.2.1):
 Results do not depend on batch boundaries: everything above happens per event, and pruning at
 batch ends removes only what can no longer match.
 
-Queries the compiled loop covers (:mod:`situflow.nfa.kernel`: partition contiguity or skip till
-next match, no negation or ``CONSUME``, conjuncts on numbers) run steps 1-3 in numba, one run
-per member (step 4 is left out: it saves Python work, not kernel work), on state that stays in
-arrays from batch to batch (:class:`~situflow.nfa.arrays.KernelState`); their matches leave in
-the compressed form of §4.2 (:class:`~situflow.nfa.compressed.MatchBatch`). The Python loop
-below is the reference the compiled one is tested against, and takes every other query and
-batch; the state moves between the two when a batch changes loop, and a snapshot converts it
-without moving it.
+Queries the compiled loop covers (:mod:`situflow.nfa.kernel.loop`: partition contiguity or skip
+till next match, no negation or ``CONSUME``, conjuncts on numbers) run steps 1-3 in numba, one
+run per member (step 4 is left out: it saves Python work, not kernel work), on state that stays
+in arrays from batch to batch (:class:`~situflow.nfa.kernel.kernel_state.KernelState`); their
+matches leave in the compressed form of §4.2
+(:class:`~situflow.nfa.kernel.compressed.MatchBatch`). The Python loop below is the reference
+the compiled one is tested against, and takes every other query and batch; the state moves
+between the two when a batch changes loop, and a snapshot converts it without moving it.
 """
 
 from __future__ import annotations
@@ -37,36 +37,27 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from situflow.errors import StateError
 from situflow.events import EventBatch
-from situflow.nfa import arrays, kernel
-from situflow.nfa.arrays import KernelState
-from situflow.nfa.automaton import Automaton, ComponentProgram
-from situflow.nfa.compressed import MatchBatch
+from situflow.nfa.compiler.automaton import Automaton, ComponentProgram
+from situflow.nfa.compiler.values import SlotKind
+from situflow.nfa.kernel import kernel_state, loop
+from situflow.nfa.kernel.compressed import MatchBatch
+from situflow.nfa.kernel.kernel_state import KernelState
 from situflow.nfa.matches import MatchEnv, json_value
+from situflow.nfa.prepass import MISSING, Prepared, live_events, masks, partition_codes, prepare
 from situflow.nfa.runs import Member, Run, merge_equivalent
-from situflow.nfa.sharedbuffer import Event, Node, match_history, retrieve, unnumbered
-from situflow.nfa.transitions import (
-    MISSING,
-    Env,
-    Prepared,
-    live_events,
-    masks,
-    moves,
-    partition_codes,
-    prepare,
-    state_steps,
-)
-from situflow.nfa.values import SlotKind
-from situflow.nfa.versions import Dewey
+from situflow.nfa.sharedbuffer.buffer import BufferedEvent, BufferNode, match_history, retrieve, unnumbered
+from situflow.nfa.transitions import Env, moves, state_steps
 from situflow.results import Match
+from situflow.snapshot import unwrap, wrap
 
+SNAPSHOT_KIND = "sase-nfa"
 SNAPSHOT_FORMAT = 1
 
 
@@ -75,7 +66,7 @@ class _Pending:
     """A match waiting for its trailing negation window to close."""
 
     deadline: float
-    node: Node
+    node: BufferNode
     key: Any
     alive: bool = True
 
@@ -88,7 +79,7 @@ class _Retrieved:
 
     __slots__ = ("history", "node", "spans")
 
-    def __init__(self, node: Node, components: int):
+    def __init__(self, node: BufferNode, components: int):
         self.node = node
         self.history, self.spans = match_history(node, components)
 
@@ -98,7 +89,7 @@ class _Retrieved:
         return out
 
     @property
-    def events(self) -> list[list[Event]]:
+    def events(self) -> list[list[BufferedEvent]]:
         return self._split(self.history[0], self.node.event)
 
     @property
@@ -111,17 +102,16 @@ class _Retrieved:
 
 
 @dataclass(eq=False)
-class _Partition:
+class PartitionState:
     """The state of one partition key: its runs, negation candidates and waiting matches."""
 
     key: Any
     negations: int
     runs: list[Run] = field(default_factory=list)
-    initiations: int = 0
     # Stream position of the partition's last event (strict contiguity spans partitions).
     last_position: int = -2
     pending: list[_Pending] = field(default_factory=list)
-    negatives: list[deque[Event]] = field(init=False)
+    negatives: list[deque[BufferedEvent]] = field(init=False)
 
     def __post_init__(self) -> None:
         self.negatives = [deque() for _ in range(self.negations)]
@@ -130,13 +120,14 @@ class _Partition:
 class NfaOperator:
     """SASE+ pattern matching over one ordered stream (all partition keys)."""
 
-    def __init__(self, automaton: Automaton, name: str, merge_runs: bool = True,
+    def __init__(self, automaton: Automaton, name: str, query_id: str, merge_runs: bool = True,
                  compiled: bool = True):
         self.automaton = automaton
         self.name = name
+        self.query_id = query_id
         self.merge_runs = merge_runs
         # The Python loop's state; while the compiled loop runs, it lives in ``_state``.
-        self._partitions: dict[Any, _Partition] = {}
+        self._partitions: dict[Any, PartitionState] = {}
         self._state: KernelState | None = None
         self.position = 0
         self.last_ts: int | None = None
@@ -147,12 +138,12 @@ class NfaOperator:
         self._initial_v = automaton.values.initial()
         self._steps = state_steps(automaton)
         # The compiled loop where the query allows it (``compiled=False``: the Python loop).
-        self._tables = kernel.Tables.build(automaton) if compiled else None
+        self._tables = loop.Tables.build(automaton) if compiled else None
         self._int_slots = [i for i, slot in enumerate(automaton.values.slots)
                            if slot.kind in (SlotKind.LEN, SlotKind.COUNT)]
 
     @property
-    def partitions(self) -> dict[Any, _Partition]:
+    def partitions(self) -> dict[Any, PartitionState]:
         """The state per partition key, as the Python loop holds it (the compiled loop's
         arrays are converted first)."""
         self._leave_kernel()
@@ -226,9 +217,9 @@ class NfaOperator:
                 out += emitted
                 continue
             if part is None:
-                part = self._partitions[key] = _Partition(key, len(a.negations))
+                part = self._partitions[key] = PartitionState(key, len(a.negations))
             part.last_position = position
-            event = Event(p.seq[j], json_value(p.ids[j]), t, p.row(j))
+            event = BufferedEvent(p.seq[j], json_value(p.ids[j]), t, p.row(j))
             for g, mask in enumerate(p.negative):
                 if mask[j]:
                     self._negative_arrives(part, g, event)
@@ -250,18 +241,18 @@ class NfaOperator:
 
     # --- the compiled loop ---------------------------------------------------------------------
 
-    def _compiled(self, tables: kernel.Tables, batch: EventBatch) -> MatchBatch | list[Match] | None:
-        """``batch`` through :func:`situflow.nfa.kernel.run`; None if an attribute or a V value
-        is not a number (the Python loop takes the batch then)."""
+    def _compiled(self, tables: loop.Tables, batch: EventBatch) -> MatchBatch | list[Match] | None:
+        """``batch`` through :func:`situflow.nfa.kernel.loop.advance_runs`; None if an attribute
+        or a V value is not a number (the Python loop takes the batch then)."""
         a = self.automaton
-        found = arrays.columns([batch.column(x) for x in a.attributes], len(batch))
+        found = kernel_state.columns([batch.column(x) for x in a.attributes], len(batch))
         if found is None:
             return None
         rows, kinds = found
         state = self._state
         if state is None:
             state = KernelState.load(tables, len(a.attributes),
-                                     [(p.key, p.initiations, p.runs)
+                                     [(p.key, p.runs)
                                       for p in self._partitions.values()])
             if state is None:
                 return None
@@ -280,15 +271,15 @@ class NfaOperator:
                               for m in take])
         state.batch(len(batch))
         counters = state.counters
-        first_event = int(counters[kernel.K_EVENTS])
+        first_event = int(counters[loop.K_EVENTS])
         i = 0
         while True:
-            i = kernel.run(
+            i = loop.advance_runs(
                 i, visit, slot, batch.ts, batch.seq, rows, kinds, begin_mask, take_mask,
                 relevant, opens, a.window, contiguous, tables.states, tables.components,
                 tables.tests, tables.guards, tables.code, tables.constants, tables.slots,
-                tables.initial, state.head, state.count, state.initiations, state.runs,
-                state.starts, state.values, state.digits, state.free, state.nodes,
+                tables.initial, state.head, state.count, state.runs, state.starts, state.values,
+                state.free, state.nodes,
                 state.events, state.event_rows, state.event_kinds, state.stored, state.done,
                 counters, state.stack)
             if i == len(visit):
@@ -298,11 +289,11 @@ class NfaOperator:
             state.reserve(need, need, 1)
             state.reserve_matches(need)
         state.store_ids(first_event, batch.ids)
-        matches = int(counters[kernel.K_DONE])
+        matches = int(counters[loop.K_DONE])
         if not matches:
             return []
         done = state.done[:matches].copy()
-        kernel.order_matches(done, state.nodes, state.events, len(a.components))
+        loop.order_matches(done, state.nodes, state.events, len(a.components))
         return MatchBatch(self.name, a, state, done, batch.ts, codes, keys)
 
     def _leave_kernel(self) -> None:
@@ -311,15 +302,14 @@ class NfaOperator:
             self._partitions = self._exported(self._state)
             self._state = None
 
-    def _exported(self, state: KernelState) -> dict[Any, _Partition]:
+    def _exported(self, state: KernelState) -> dict[Any, PartitionState]:
         out = {}
-        for key, initiations, runs in state.export(self._int_slots):
-            part = out[key] = _Partition(key, len(self.automaton.negations))
-            part.initiations = initiations
+        for key, runs in state.export(self._int_slots):
+            part = out[key] = PartitionState(key, len(self.automaton.negations))
             part.runs = runs
         return out
 
-    def _current(self) -> Iterable[_Partition]:
+    def _current(self) -> Iterable[PartitionState]:
         """The partitions as the Python loop holds them, without leaving the compiled loop."""
         if self._state is not None:
             return self._exported(self._state).values()
@@ -327,13 +317,13 @@ class NfaOperator:
 
     # --- one event in one partition -----------------------------------------------------------
 
-    def _step(self, part: _Partition, event: Event, j: int, p: Prepared) -> list[Match]:
+    def _step(self, part: PartitionState, event: BufferedEvent, j: int, p: Prepared) -> list[Match]:
         a = self.automaton
         env = self._env
         env.row = event.row
         t = event.ts
         survivors: list[Run] = []
-        completed: list[Node] = []
+        completed: list[BufferNode] = []
         window = a.window
         steps = self._steps
         components = a.components
@@ -352,22 +342,15 @@ class NfaOperator:
             assert step is not None
             selects, proceeds, ignores = moves(step, run.v, j, p, env)
             if selects:
-                if step.begins:
-                    self._select(run, components[step.component], 1, event, Dewey.add_stage,
-                                 survivors, completed)
-                else:
-                    self._select(run, components[step.component],
-                                 run.v[step.length_slot] + 1, event,
-                                 Dewey.increase if ignores else _same, survivors, completed)
+                n = 1 if step.begins else run.v[step.length_slot] + 1
+                self._select(run, components[step.component], n, event, survivors, completed)
             if proceeds:
-                self._select(run, components[step.proceeds_to], 1, event, Dewey.add_stage,
-                             survivors, completed)
+                self._select(run, components[step.proceeds_to], 1, event, survivors, completed)
             if ignores:
                 survivors.append(run)
         first = components[0]
         if p.begin[0][j] and env.holds(first.begin.scalar, self._initial_v):
-            part.initiations += 1
-            member = Member(Node(event, 0, None), t, Dewey.start(part.initiations).add_stage())
+            member = Member(BufferNode(event, 0, None), t)
             self._arrive(first, Run(-1, first.update(self._initial_v, event.row, 1), [member]),
                          survivors, completed)
         if self.merge_runs and len(survivors) > 1:
@@ -377,21 +360,19 @@ class NfaOperator:
             return []
         return self._complete(part, completed, t)
 
-    def _select(self, run: Run, comp: ComponentProgram, n: int, event: Event,
-                version: Callable[[Dewey], Dewey], survivors: list[Run],
-                completed: list[Node]) -> None:
+    def _select(self, run: Run, comp: ComponentProgram, n: int, event: BufferedEvent,
+                survivors: list[Run], completed: list[BufferNode]) -> None:
         """A begin or take move: write the event to the buffer as element ``n`` of ``comp``."""
         if comp.last and not comp.kleene:
-            # The move into F: a match needs its buffer node, not V or a version.
-            completed.extend([Node(event, comp.index, m.node) for m in run.members])
+            # The move into F: a match needs its buffer node, not V.
+            completed.extend([BufferNode(event, comp.index, m.node) for m in run.members])
             return
-        members = [Member(Node(event, comp.index, m.node), m.start, version(m.version))
-                   for m in run.members]
+        members = [Member(BufferNode(event, comp.index, m.node), m.start) for m in run.members]
         self._arrive(comp, Run(-1, comp.update(run.v, event.row, n), members), survivors,
                      completed)
 
     def _arrive(self, comp: ComponentProgram, run: Run, survivors: list[Run],
-                completed: list[Node]) -> None:
+                completed: list[BufferNode]) -> None:
         """Place a run that just selected an event for ``comp`` in its next state."""
         a = self.automaton
         if comp.kleene:
@@ -409,7 +390,7 @@ class NfaOperator:
 
     # --- matches ------------------------------------------------------------------------------
 
-    def _complete(self, part: _Partition, completed: list[Node], now: int) -> list[Match]:
+    def _complete(self, part: PartitionState, completed: list[BufferNode], now: int) -> list[Match]:
         a = self.automaton
         trailing = any(g.before is None for g in a.negations)
         found: list[_Retrieved] = []
@@ -442,7 +423,7 @@ class NfaOperator:
                 found.sort(key=lambda f: f.order)
         return [self._result(match, part.key, now, (1, 0, k)) for k, match in enumerate(found)]
 
-    def _negated(self, part: _Partition, events: list[list[Event]]) -> bool:
+    def _negated(self, part: PartitionState, events: list[list[BufferedEvent]]) -> bool:
         a = self.automaton
         last = events[-1][-1]
         for g, negation in enumerate(a.negations):
@@ -462,7 +443,7 @@ class NfaOperator:
                     return True
         return False
 
-    def _negative_arrives(self, part: _Partition, g: int, event: Event) -> None:
+    def _negative_arrives(self, part: PartitionState, g: int, event: BufferedEvent) -> None:
         negation = self.automaton.negations[g]
         part.negatives[g].append(event)
         if negation.before is not None or not part.pending:
@@ -485,7 +466,7 @@ class NfaOperator:
                 out.append(self._result(match, pending.key, now, (0, deadline, order)))
         return out
 
-    def _retrieve(self, node: Node) -> _Retrieved:
+    def _retrieve(self, node: BufferNode) -> _Retrieved:
         """The match ending at ``node`` from the shared buffer (§5.1)."""
         return _Retrieved(node, len(self.automaton.components))
 
@@ -538,43 +519,29 @@ class NfaOperator:
 
     # --- state --------------------------------------------------------------------------------
 
-    def live_partial_matches(self) -> int:
-        """Run members alive now: the paper's partial matches."""
+    def stats(self) -> dict[str, int]:
+        """``partial_matches``: run members alive now, the paper's partial matches."""
         if self._state is not None:
-            return self._state.live_runs()
-        return sum(len(r.members) for p in self._partitions.values() for r in p.runs)
-
-    def buffered_events(self) -> list[Event]:
-        """Every event the runs and negations still reach (buffer nodes and negation
-        candidates)."""
-        seen: dict[int, Event] = {}
-        for part in self._current():
-            for run in part.runs:
-                for m in run.members:
-                    node: Node | None = m.node
-                    while node is not None:
-                        seen[id(node.event)] = node.event
-                        node = node.pred
-            for candidates in part.negatives:
-                for e in candidates:
-                    seen[id(e)] = e
-        return list(seen.values())
+            return {"partial_matches": self._state.live_runs()}
+        return {"partial_matches": sum(len(r.members) for p in self._partitions.values()
+                                       for r in p.runs)}
 
     def snapshot(self) -> dict[str, Any]:
-        """The whole state as JSON-able data (``format`` versioned); see :func:`restore`."""
+        """The whole state as JSON-able data in the envelope of :mod:`situflow.snapshot`; see
+        :meth:`restore`."""
         events: dict[int, int] = {}
         event_list: list[list[Any]] = []
         nodes: dict[int, int] = {}
         node_list: list[list[int]] = []
 
-        def event_ref(e: Event) -> int:
+        def event_ref(e: BufferedEvent) -> int:
             found = events.get(id(e))
             if found is None:
                 found = events[id(e)] = len(event_list)
-                event_list.append([e.seq, _encode(e.id), e.ts, [_encode(x) for x in e.row]])
+                event_list.append([e.seq, _to_json(e.id), e.ts, [_to_json(x) for x in e.row]])
             return found
 
-        def node_ref(node: Node) -> int:
+        def node_ref(node: BufferNode) -> int:
             for x in unnumbered(node, nodes):
                 pred = nodes[id(x.pred)] if x.pred is not None else -1
                 nodes[id(x)] = len(node_list)
@@ -584,54 +551,50 @@ class NfaOperator:
         partitions = []
         for part in self._current():
             partitions.append({
-                "key": _encode(part.key),
-                "initiations": part.initiations,
+                "key": _to_json(part.key),
                 "last_position": part.last_position,
-                "runs": [{"state": r.state, "v": [_encode(x) for x in r.v],
-                          "members": [[node_ref(m.node), m.start, str(m.version)]
-                                      for m in r.members]} for r in part.runs],
+                "runs": [{"state": r.state, "v": [_to_json(x) for x in r.v],
+                          "members": [[node_ref(m.node), m.start] for m in r.members]} for r in part.runs],
                 "negatives": [[event_ref(e) for e in c] for c in part.negatives],
             })
-        pending = [[p.deadline, node_ref(p.node), _encode(p.key)]
+        pending = [[p.deadline, node_ref(p.node), _to_json(p.key)]
                    for _, _, _, p in sorted(self._heap) if p.alive]
-        return {
-            "format": SNAPSHOT_FORMAT,
+        return wrap(SNAPSHOT_KIND, SNAPSHOT_FORMAT, self.query_id, {
             "position": self.position,
             "last_ts": self.last_ts,
             "events": event_list,
             "nodes": node_list,
             "partitions": partitions,
             "pending": pending,
-        }
+        })
 
     @classmethod
-    def restore(cls, automaton: Automaton, name: str, snapshot: dict[str, Any],
+    def restore(cls, automaton: Automaton, name: str, query_id: str, snapshot: dict[str, Any],
                 merge_runs: bool = True, compiled: bool = True) -> NfaOperator:
-        if snapshot.get("format") != SNAPSHOT_FORMAT:
-            raise StateError(f"NFA snapshot format {snapshot.get('format')!r} is not "
-                             f"{SNAPSHOT_FORMAT}; replay the input from the start instead")
-        op = cls(automaton, name, merge_runs, compiled)
-        op.position = snapshot["position"]
-        op.last_ts = snapshot["last_ts"]
-        events = [Event(seq, _decode(i), ts, tuple(_decode(x) for x in row))
-                  for seq, i, ts, row in snapshot["events"]]
-        nodes: list[Node] = []
-        for e, comp, pred in snapshot["nodes"]:
-            nodes.append(Node(events[e], comp, nodes[pred] if pred >= 0 else None))
-        for p in snapshot["partitions"]:
-            key = _decode(p["key"])
-            part = op._partitions[key] = _Partition(key, len(automaton.negations))
-            part.initiations = p["initiations"]
+        """The operator ``snapshot`` was taken of; ``StateError`` if it belongs to another
+        query, engine or format."""
+        state = unwrap(SNAPSHOT_KIND, SNAPSHOT_FORMAT, query_id, snapshot)
+        op = cls(automaton, name, query_id, merge_runs, compiled)
+        op.position = state["position"]
+        op.last_ts = state["last_ts"]
+        events = [BufferedEvent(seq, _from_json(i), ts, tuple(_from_json(x) for x in row))
+                  for seq, i, ts, row in state["events"]]
+        nodes: list[BufferNode] = []
+        for e, comp, pred in state["nodes"]:
+            nodes.append(BufferNode(events[e], comp, nodes[pred] if pred >= 0 else None))
+        for p in state["partitions"]:
+            key = _from_json(p["key"])
+            part = op._partitions[key] = PartitionState(key, len(automaton.negations))
             part.last_position = p["last_position"]
-            part.runs = [Run(r["state"], tuple(_decode(x) for x in r["v"]),
-                             [Member(nodes[n], start, Dewey.parse(v))
-                              for n, start, v in sorted(r["members"], key=lambda x: x[1])])
+            part.runs = [Run(r["state"], tuple(_from_json(x) for x in r["v"]),
+                             [Member(nodes[n], start)
+                              for n, start in sorted(r["members"], key=lambda x: x[1])])
                          for r in p["runs"]]
             part.negatives = [deque(events[i] for i in c) for c in p["negatives"]]
-        for deadline, node, key in snapshot["pending"]:
-            key = _decode(key)
+        for deadline, node, key in state["pending"]:
+            key = _from_json(key)
             pending = _Pending(deadline, nodes[node], key)
-            part = op._partitions.setdefault(key, _Partition(key, len(automaton.negations)))
+            part = op._partitions.setdefault(key, PartitionState(key, len(automaton.negations)))
             part.pending.append(pending)
             op._counter += 1
             heapq.heappush(op._heap, (deadline, op._retrieve(pending.node).order, op._counter,
@@ -639,26 +602,21 @@ class NfaOperator:
         return op
 
 
-def _same(version: Dewey) -> Dewey:
-    return version
-
-
-
-
-def _encode(x: Any) -> Any:
+def _to_json(x: Any) -> Any:
     """A value as JSON: NaN/inf and tuples (multi-attribute keys) are tagged."""
     if hasattr(x, "item"):
         x = x.item()
     if isinstance(x, float) and not math.isfinite(x):
         return {"$float": repr(x)}
     if isinstance(x, tuple):
-        return {"$tuple": [_encode(v) for v in x]}
+        return {"$tuple": [_to_json(v) for v in x]}
     return x
 
 
-def _decode(x: Any) -> Any:
+def _from_json(x: Any) -> Any:
+    """The value :func:`_to_json` tagged."""
     if isinstance(x, dict):
         if "$float" in x:
             return float(x["$float"])
-        return tuple(_decode(v) for v in x["$tuple"])
+        return tuple(_from_json(v) for v in x["$tuple"])
     return x

@@ -2,8 +2,9 @@
 
 A :class:`Run` is the paper's computation state minus what is per history: the current state
 ``q`` and the value vector ``V``. Its :class:`Member` entries hold the per-history fields: the
-pointer ``pE`` to the most recent event in the shared buffer, the start time ``t`` and the
-version ``v``. A fresh run has one member; merging equivalent runs (same state, same V columns
+pointer ``pE`` to the most recent event in the shared buffer and the start time ``t`` (the
+paper's version ``v`` is left out: nothing reads it, see :mod:`situflow.nfa.sharedbuffer.versions`).
+A fresh run has one member; merging equivalent runs (same state, same V columns
 under the state's mask ``M_q ∨ M_q+1 ∨ ...``) concatenates their members, so the transition is
 evaluated once for all of them. Members leave the run one by one as their own window expires,
 which is the paper's "match construction only for the contained runs that have not expired".
@@ -15,15 +16,13 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
-from situflow.nfa.sharedbuffer import Node
-from situflow.nfa.versions import Dewey
+from situflow.nfa.sharedbuffer.buffer import BufferNode
 
 
 @dataclass(slots=True)
 class Member:
-    node: Node
+    node: BufferNode
     start: int
-    version: Dewey
 
 
 @dataclass(slots=True)

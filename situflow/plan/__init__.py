@@ -20,14 +20,14 @@ or :class:`AdaptiveEvaluator`, which measures the statistics itself and re-plans
 without changing the result set. Modules: :mod:`~situflow.plan.pattern` (model),
 :mod:`~situflow.plan.stats`, :mod:`~situflow.plan.cost` (§3, §5 formulas), one module per
 generator (:data:`GENERATORS`), :mod:`~situflow.plan.order_eval` and
-:mod:`~situflow.plan.tree_eval` (the two mechanisms, skip-till-any-match),
-:mod:`~situflow.plan.rewrite` and :mod:`~situflow.plan.nested` (§4).
+:mod:`~situflow.plan.tree_eval` (the two mechanisms, skip-till-any-match). §4's SEQ→AND rewrite
+and nested patterns, which no language reaches, are test references in ``tests/plan/``.
 """
 
 from situflow.plan.adaptive import AdaptiveEvaluator, evaluator_for
 from situflow.plan.cost import CostInputs, CostModel
 from situflow.plan.errors import PatternError
-from situflow.plan.matching import Match
+from situflow.plan.evaluator import PlanMatch
 from situflow.plan.order_eval import OrderEvaluator
 from situflow.plan.pattern import Component, Event, Filter, Negation, Pattern, Predicate
 from situflow.plan.plans import Join, Leaf, OrderPlan, Plan, TreePlan
@@ -52,13 +52,13 @@ __all__ = [
     "Filter",
     "Join",
     "Leaf",
-    "Match",
     "Negation",
     "OrderEvaluator",
     "OrderPlan",
     "Pattern",
     "PatternError",
     "Plan",
+    "PlanMatch",
     "Predicate",
     "Statistics",
     "StatisticsCollector",

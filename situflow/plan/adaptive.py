@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from situflow.errors import StateError
 from situflow.plan.cost import CostModel
-from situflow.plan.matching import Evaluator, Match
+from situflow.plan.evaluator import Evaluator, PlanMatch
 from situflow.plan.order_eval import OrderEvaluator
 from situflow.plan.pattern import Event, Pattern
 from situflow.plan.plans import Plan
@@ -79,7 +79,7 @@ class AdaptiveEvaluator:
         self._seen = 0
         self._now = float("-inf")
 
-    def push(self, event: Event) -> list[Match]:
+    def push(self, event: Event) -> list[PlanMatch]:
         out = self._evaluator.push(event)
         self._now = event.ts
         if event.type in self._types:
@@ -93,17 +93,17 @@ class AdaptiveEvaluator:
             self.replan()
         return out
 
-    def push_many(self, events: Iterable[Event]) -> list[Match]:
-        out: list[Match] = []
+    def push_many(self, events: Iterable[Event]) -> list[PlanMatch]:
+        out: list[PlanMatch] = []
         for event in events:
             out.extend(self.push(event))
         return out
 
-    def advance_to(self, watermark: float) -> list[Match]:
+    def advance_to(self, watermark: float) -> list[PlanMatch]:
         self._now = max(self._now, watermark)
         return self._evaluator.advance_to(watermark)
 
-    def flush(self) -> list[Match]:
+    def flush(self) -> list[PlanMatch]:
         return self._evaluator.flush()
 
     def state_size(self) -> int:

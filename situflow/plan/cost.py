@@ -8,7 +8,7 @@ filters), ``W`` the window; ``W·r_i`` events of type ``T_i`` arrive within a wi
 * SEQ → AND adds ``e_i.ts < e_{i+1}.ts`` for ``i = 1..n-1`` (the ``n - 1`` conditions of
   §4; an AND's ``before`` pairs likewise); each is costed with selectivity 1/2 (two
   independent events are in either order equally often).
-  :func:`situflow.plan.rewrite.seq_to_and` performs the same rewrite on a
+  :func:`tests.plan.rewrite.seq_to_and` performs the same rewrite on a
   :class:`~situflow.plan.pattern.Pattern`, with the same selectivities, so both cost alike.
 * ``KL(T_i)`` → ``T'_i`` with ``r'_i = 2^(r_i·W) / W`` (§4 "Kleene closure patterns"). The
   exponent is capped at :data:`KLEENE_EXPONENT_CAP` so that costs stay finite floats; above

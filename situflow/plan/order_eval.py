@@ -15,7 +15,7 @@ subset of the compatible buffered events, with the arriving event as the newest 
 the "KL operator restored" on the NFA edge is a set-valued transition. Negations (§4) are a
 rejecting check placed after the plan step that binds the last positive event they depend on
 (:meth:`~situflow.plan.plans.OrderPlan.negation_steps`); a trailing negation delays emission.
-Semantics and the exactly-once argument: :mod:`situflow.plan.matching`.
+Semantics and the exactly-once argument: :mod:`situflow.plan.evaluator`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 
-from situflow.plan.matching import Binding, Evaluator, Match, Partial, subsets
+from situflow.plan.evaluator import Binding, Evaluator, Partial, PlanMatch, subsets
 from situflow.plan.pattern import Event
 from situflow.plan.plans import OrderPlan, Plan, TreePlan
 
@@ -58,7 +58,7 @@ class OrderEvaluator(Evaluator):
         self._pushes = 0
         self._blank: Binding = ((),) * n
 
-    def _positive(self, event: Event, out: list[Match]) -> None:
+    def _positive(self, event: Event, out: list[PlanMatch]) -> None:
         n = self.compiled.n
         horizon = event.ts - self.window
         self._pushes += 1
@@ -89,7 +89,7 @@ class OrderEvaluator(Evaluator):
             if accepted[k]:
                 self._buffers[k].append(event)
 
-    def _extend(self, k: int, partial: Partial, event: Event, out: list[Match]) -> None:
+    def _extend(self, k: int, partial: Partial, event: Event, out: list[PlanMatch]) -> None:
         binding, lo, _ = partial
         if not self._fits(k, binding, event):
             return
@@ -120,7 +120,7 @@ class OrderEvaluator(Evaluator):
         c = self._order[k]
         return (*binding[:c], elements, *binding[c + 1 :])
 
-    def _reach(self, k: int, binding: Binding, lo: float, hi: float, out: list[Match]) -> None:
+    def _reach(self, k: int, binding: Binding, lo: float, hi: float, out: list[PlanMatch]) -> None:
         """A partial match now bound on ``order[:k]``: check negations, then catch up."""
         if hi - lo > self.window:
             return

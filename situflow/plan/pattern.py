@@ -17,7 +17,7 @@ window ``W``. Here:
 * ``sequence=True`` is SEQ: positive components in listed order (strictly increasing sequence
   numbers, SEMANTICS.md "Event order"); ``sequence=False`` is AND, optionally with a partial
   order ``before`` (pairs ``(i, j)``: every event of ``i`` precedes every event of ``j``),
-  which is what SEQ operands become inside a nested AND (§4, see :mod:`situflow.plan.nested`).
+  which is what SEQ operands become inside a nested AND (§4, see :mod:`tests.plan.nested`).
 * The window is inclusive: ``max(ts) - min(ts) <= window`` over all selected events
   (SEMANTICS.md "Windows are inclusive").
 

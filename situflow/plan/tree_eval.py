@@ -11,7 +11,7 @@ The §4 operators are node types: a Kleene leaf holds every non-empty subset of 
 events within the window (created when its newest member arrives), and a negation is an
 NSEQ check at the lowest node covering the events it depends on
 (:meth:`~situflow.plan.plans.TreePlan.negation_nodes`); a trailing negation delays emission
-at the root. Semantics and the exactly-once argument: :mod:`situflow.plan.matching`.
+at the root. Semantics and the exactly-once argument: :mod:`situflow.plan.evaluator`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from situflow.plan.matching import Binding, Check, Evaluator, Match, Partial, joinable, merge, subsets
+from situflow.plan.evaluator import Binding, Check, Evaluator, Partial, PlanMatch, joinable, merge, subsets
 from situflow.plan.pattern import Event
 from situflow.plan.plans import Join, Leaf, Node, OrderPlan, Plan, TreePlan, left_deep
 
@@ -78,7 +78,7 @@ class TreeEvaluator(Evaluator):
         slots[id(node)] = slot
         return slot
 
-    def _positive(self, event: Event, out: list[Match]) -> None:
+    def _positive(self, event: Event, out: list[PlanMatch]) -> None:
         horizon = event.ts - self.window
         for slot in self._leaves:
             while slot.raw and slot.raw[0].ts < horizon:
@@ -103,7 +103,7 @@ class TreeEvaluator(Evaluator):
         candidates = [x for x in slot.raw if x.ts >= horizon]
         return [(*chosen, newest) for chosen in subsets(candidates)]
 
-    def _arrive(self, slot: _Slot, instance: Partial, out: list[Match]) -> None:
+    def _arrive(self, slot: _Slot, instance: Partial, out: list[PlanMatch]) -> None:
         binding, lo, hi = instance
         if slot.negations and not self._negations_clear(slot.negations, binding):
             return

@@ -2,7 +2,7 @@
 
 ZStream "creates an evaluation tree by iterating over all possible tree topologies for a
 given sequence of leaves": the leaves keep the pattern's order and only the bracketing is
-chosen (Catalan ``C_{n-1}`` topologies, :func:`situflow.plan.space.topologies`). Because a
+chosen (Catalan ``C_{n-1}`` topologies, :func:`tests.plan.space.topologies`). Because a
 subtree's cost depends only on its leaf interval, the search is the interval dynamic program
 ``best(i, j) = min_k best(i, k) + best(k+1, j) + term(i..j)``, ``O(n³)``. It cannot reorder
 leaves, so it misses plans such as ``((A, C), B)`` of Figure 2(c) (K-5).

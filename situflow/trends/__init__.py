@@ -1,7 +1,8 @@
 """COGRA: online event trend aggregation under every matching semantics (Poppe et al., SIGMOD 2019).
 
-- :mod:`situflow.trends.analyze`: the static query analyzer of §3 (pattern analyzer, predicate
-  classifier, granularity selector of Table 5), producing an immutable :class:`~.analyze.Plan`;
+- :mod:`situflow.trends.analyze`: the static query analyzer of §3, Fig. 3
+  (:mod:`~.pattern_analyzer`, :mod:`~.predicate_classifier`, :mod:`~.granularity_selector`),
+  producing the immutable :class:`~.configuration.TrendPlan`;
 - :mod:`situflow.trends.kernel`: the runtime executor of §4–7 as one numba kernel (type-,
   mixed- and pattern-grained aggregation, the Table 9 update rules, windows and groups);
 - :mod:`situflow.trends.operator`: the streaming operator (batches, windows, results, state);
@@ -14,7 +15,7 @@ of the definitions in ``tests/trends/reference.py``):
 - the trends are those of Definitions 2.4 (skip-till-any-match), 2.6 (skip-till-next-match)
   and 2.8 (contiguous); where the paper's Algorithm 3 disagrees with Definition 2.6 (an event
   with several possible predecessors), the definition wins, and Algorithm 3 runs only where it
-  is provably equal (:func:`situflow.trends.analyze.algorithm3_is_exact`);
+  is provably equal (:func:`situflow.trends.granularity_selector.algorithm3_is_exact`);
 - "earlier" in Definitions 2.4–3.2 is stream order, (time, sequence number): events with
   equal time stamps may follow each other in a trend in arrival order, as for every operator;
 - a trend is a sequence of (event, pattern variable) bindings, so ``COUNT(A)`` and

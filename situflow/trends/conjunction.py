@@ -32,21 +32,23 @@ from typing import Any
 
 import numpy as np
 
-from situflow.errors import StateError
 from situflow.events import EventBatch
 from situflow.results import TrendResult
+from situflow.snapshot import unwrap, wrap
 from situflow.trends import kernel
-from situflow.trends.analyze import Plan
+from situflow.trends.configuration import TrendPlan
 from situflow.trends.operator import (
     END_OF_TIME,
     STATE_VERSION,
-    Program,
     Record,
     TrendOperator,
+    TrendProgram,
     slot_identities,
     slot_kinds,
     window_results,
 )
+
+SNAPSHOT_KIND = "cogra-conjunction"
 
 Scaled = tuple[np.ndarray, int]  # slot values and the binary exponent of the additive ones
 
@@ -87,7 +89,7 @@ def _normal(scaled: Scaled, kind: np.ndarray) -> Scaled:
 class ConjunctionOperator:
     """Runs ``P1 AND ... AND Pn`` as one executor per side (lifecycle: situflow.operator)."""
 
-    def __init__(self, plan: Plan, programs: tuple[Program, ...], name: str, query_id: str):
+    def __init__(self, plan: TrendPlan, programs: tuple[TrendProgram, ...], name: str, query_id: str):
         self.plan = plan
         self.name = name
         self.query_id = query_id
@@ -118,18 +120,22 @@ class ConjunctionOperator:
             combined.append((window, key, values, exp))
         return window_results(self.plan, self.name, combined)
 
+    def stats(self) -> dict[str, int]:
+        """The sides' :meth:`TrendOperator.stats`, added up."""
+        total: dict[str, int] = {}
+        for side in self.sides:
+            for name, count in side.stats().items():
+                total[name] = total.get(name, 0) + count
+        return total
+
     def snapshot(self) -> dict[str, Any]:
-        return {"version": STATE_VERSION, "query_id": self.query_id,
-                "sides": [side.snapshot() for side in self.sides]}
+        return wrap(SNAPSHOT_KIND, STATE_VERSION, self.query_id,
+                    {"sides": [side.snapshot() for side in self.sides]})
 
     @classmethod
-    def restore(cls, plan: Plan, programs: tuple[Program, ...], name: str, query_id: str,
+    def restore(cls, plan: TrendPlan, programs: tuple[TrendProgram, ...], name: str, query_id: str,
                 snapshot: dict[str, Any]) -> ConjunctionOperator:
-        sides = snapshot.get("sides")
-        if snapshot.get("query_id") != query_id or not isinstance(sides, list) \
-                or len(sides) != len(programs):
-            raise StateError("this snapshot belongs to another query or state format; delete "
-                             "the state and replay the input from its start")
+        sides = unwrap(SNAPSHOT_KIND, STATE_VERSION, query_id, snapshot)["sides"]
         op = cls(plan, programs, name, query_id)
         op.sides = [TrendOperator.restore(p, name, query_id, s)
                     for p, s in zip(programs, sides, strict=True)]

@@ -11,7 +11,7 @@ of earlier partial trends stop being extendable (``mode``):
 - NEXT (Definition 2.6): a partial trend ending at ``(e, p)`` is extended only by the first
   later event adjacent to it, so a position's aggregate (or an event node) is *consumed* by
   the first event it is adjacent to;
-- NEXT with Algorithm 3 (§6), used where :func:`~.analyze.algorithm3_is_exact` proves it equal:
+- NEXT with Algorithm 3 (§6), used where :func:`~.granularity_selector.algorithm3_is_exact` proves it equal:
   any matched event replaces everything pending (the single last matched event ``e_l``);
 - CONT (Definition 2.8, Algorithm 3 with its reset): every event of the sub-stream replaces
   everything pending, so only the previous event's aggregates survive.
@@ -39,7 +39,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-# Executor modes (chosen by situflow.trends.analyze from the semantics, Table 5).
+# Executor modes (chosen by situflow.trends.granularity_selector from the semantics, Table 5).
 ANY, NEXT, NEXT_ALG3, CONT = 0, 1, 2, 3
 # Roles of an aggregate value slot (Table 9); slot 0 is always the trend count.
 COUNT, COUNT_E, SUM, MIN, MAX = 0, 1, 2, 3, 4
@@ -196,7 +196,7 @@ def _harvest(k, K, n_parts, pend, stale, final, seen, slot_win, scale, head, nod
 
 
 @numba.njit(cache=True, nogil=True)
-def run(
+def aggregate_events(
     # events, in stream order
     parts, ts, elig, in_stream, neg, xs, prev_vals, next_vals,
     # the plan

@@ -1,6 +1,6 @@
 """The COGRA streaming operator: batches in, one result per closed window and group out.
 
-A :class:`Program` is the immutable, shareable part (the plan as kernel arrays plus the
+A :class:`TrendProgram` is the immutable, shareable part (the plan as kernel arrays plus the
 compiled local predicates and operands); a :class:`TrendOperator` owns the run state, which
 is plain arrays and snapshots to JSON-able data.
 
@@ -29,16 +29,17 @@ from typing import Any
 
 import numpy as np
 
-from situflow.errors import StateError
 from situflow.events import EventBatch
 from situflow.lang import ast
 from situflow.lang.cogra import NextRef
 from situflow.lang.compile import compile_vector
 from situflow.results import TrendResult
+from situflow.snapshot import unwrap, wrap
 from situflow.trends import kernel
-from situflow.trends.analyze import OPS, Plan, Position
+from situflow.trends.configuration import OPS, Position, TrendPlan
 from situflow.trends.kernel import COUNT, COUNT_E, MAX, MIN, SUM
 
+SNAPSHOT_KIND = "cogra"
 STATE_VERSION = 1
 _KIND = {COUNT: kernel.ADD, COUNT_E: kernel.ADD, SUM: kernel.ADD, MIN: kernel.SMALLEST,
          MAX: kernel.LARGEST}
@@ -53,10 +54,10 @@ Record = tuple[int, tuple[Any, ...], np.ndarray, int]
 
 
 @dataclass(frozen=True, eq=False)
-class Program:
+class TrendProgram:
     """The plan in the kernel's terms; built once per compiled query and shared."""
 
-    plan: Plan
+    plan: TrendPlan
     follow: np.ndarray
     is_start: np.ndarray
     is_end: np.ndarray
@@ -79,7 +80,7 @@ class Program:
     equality: np.ndarray  # per atom: `=` or `!=`, which also compare strings
 
     @classmethod
-    def build(cls, plan: Plan) -> Program:
+    def build(cls, plan: TrendPlan) -> TrendProgram:
         P = len(plan.positions)
         follow = np.zeros((P, P), dtype=np.bool_)
         for p, successors in enumerate(plan.follow):
@@ -150,7 +151,7 @@ class Program:
         in_stream = ~of_pattern_type | elig.any(axis=1) | neg.any(axis=1)
         xs = np.zeros((n, max(len(self.attrs), 1)))
         for j, attr in enumerate(self.attrs):
-            xs[:, j] = numeric(batch.column(attr))
+            xs[:, j] = as_float64(batch.column(attr))
         return Inputs(
             np.ascontiguousarray(batch.ts, dtype=np.int64), np.ascontiguousarray(elig),
             in_stream, neg, xs, _operands(self.prev_side, self.equality, batch),
@@ -168,7 +169,7 @@ class Program:
 
 @dataclass(frozen=True)
 class Inputs:
-    """One batch in the kernel's terms (see :func:`situflow.trends.kernel.run`)."""
+    """One batch in the kernel's terms (see :func:`situflow.trends.kernel.aggregate_events`)."""
 
     ts: np.ndarray
     elig: np.ndarray  # [event, position]: the event may take the position
@@ -196,7 +197,7 @@ def _operands(sides: tuple[Vector, ...], equality: np.ndarray, batch: EventBatch
             values = np.array([_hash(v) if isinstance(v, str) else v
                                for v in np.broadcast_to(values, len(batch)).tolist()],
                               dtype=object)
-        out[:, j] = np.broadcast_to(numeric(values), len(batch))
+        out[:, j] = np.broadcast_to(as_float64(values), len(batch))
     return out
 
 
@@ -206,7 +207,7 @@ def _hash(text: str) -> float:
     return float((int.from_bytes(digest, "big") >> 12) | (1 << 53))
 
 
-def numeric(values: Any) -> np.ndarray:
+def as_float64(values: Any) -> np.ndarray:
     """Values as float64 (booleans as 0 and 1); missing and other values become NaN."""
     array = np.asarray(values)
     if array.dtype.kind in "fiub":
@@ -236,7 +237,7 @@ class TrendOperator:
     node_next: np.ndarray
     node_stale: np.ndarray
 
-    def __init__(self, program: Program, name: str, query_id: str):
+    def __init__(self, program: TrendProgram, name: str, query_id: str):
         self.program = program
         self.name = name
         self.query_id = query_id
@@ -358,7 +359,7 @@ class TrendOperator:
             out_vals = np.empty((out_cap, self._V))
             out_scale = np.empty(out_cap, dtype=np.int64)
             self.scal[kernel.N_OUT] = 0
-            i, done = kernel.run(
+            i, done = kernel.aggregate_events(
                 parts, ev.ts, ev.elig, ev.in_stream, ev.neg, ev.xs, ev.prev_vals, ev.next_vals,
                 plan.mode, plan.size, plan.slide, pr.follow, pr.is_start, pr.is_end, pr.grained,
                 pr.atom_lo, pr.atom_hi, pr.atom_op, pr.guarded, pr.guard_of, pr.slot_kind,
@@ -398,8 +399,9 @@ class TrendOperator:
         out["final"] = float(self.final[part, slot, 0])
         return out
 
-    def state_size(self) -> dict[str, int]:
-        """How much state the operator holds: aggregate slots and kept events (Thm 4.3/5.3/6.4)."""
+    def stats(self) -> dict[str, int]:
+        """How much state the operator holds: partitions, aggregate slots and kept events
+        (Thm 4.3/5.3/6.4); COGRA keeps no partial matches."""
         n_parts = len(self._key_list)
         return {
             "partitions": n_parts,
@@ -410,63 +412,59 @@ class TrendOperator:
 
     def snapshot(self) -> dict[str, Any]:
         n = len(self._key_list)
-        return {
-            "version": STATE_VERSION,
-            "query_id": self.query_id,
+        return wrap(SNAPSHOT_KIND, STATE_VERSION, self.query_id, {
             "keys": [list(k) for k in self._key_list],
             "scal": self.scal.tolist(),
-            "pend": _encode(self.pend[:n]),
-            "stale": _encode(self.stale[:n]),
-            "final": _encode(self.final[:n]),
+            "pend": _array_to_json(self.pend[:n]),
+            "stale": _array_to_json(self.stale[:n]),
+            "final": _array_to_json(self.final[:n]),
             "seen": self.seen[:n].tolist(),
             "slot_win": self.slot_win[:n].tolist(),
             "scale": self.scale[:n].tolist(),
             "head": self.head[:n].tolist(),
-            "node_vals": _encode(self.node_vals),
-            "node_prev": _encode(self.node_prev),
+            "node_vals": _array_to_json(self.node_vals),
+            "node_prev": _array_to_json(self.node_prev),
             "node_next": self.node_next.tolist(),
             "node_stale": self.node_stale.tolist(),
-        }
+        })
 
     @classmethod
-    def restore(cls, program: Program, name: str, query_id: str,
+    def restore(cls, program: TrendProgram, name: str, query_id: str,
                 snapshot: dict[str, Any]) -> TrendOperator:
-        if snapshot.get("version") != STATE_VERSION or snapshot.get("query_id") != query_id:
-            raise StateError("this snapshot belongs to another query or state format; delete "
-                             "the state and replay the input from its start")
+        state = unwrap(SNAPSHOT_KIND, STATE_VERSION, query_id, snapshot)
         op = cls(program, name, query_id)
-        keys = [tuple(k) for k in snapshot["keys"]]
+        keys = [tuple(k) for k in state["keys"]]
         op._key_list = keys
         op._keys = {k: i for i, k in enumerate(keys)}
         n = len(keys)
         op._alloc_parts(0, max(4, n))
         if n:
-            op.pend[:n] = _decode(snapshot["pend"])
-            op.stale[:n] = _decode(snapshot["stale"])
-            op.final[:n] = _decode(snapshot["final"])
-            op.seen[:n] = np.array(snapshot["seen"], dtype=np.bool_)
-            op.slot_win[:n] = np.array(snapshot["slot_win"], dtype=np.int64)
-            op.scale[:n] = np.array(snapshot["scale"], dtype=np.int64)
-            op.head[:n] = np.array(snapshot["head"], dtype=np.int64)
-        op.node_vals = _decode(snapshot["node_vals"]).reshape(-1, op._K, op._V)
-        op.node_prev = _decode(snapshot["node_prev"]).reshape(-1, op._NT)
-        op.node_next = np.array(snapshot["node_next"], dtype=np.int64)
-        op.node_stale = np.array(snapshot["node_stale"], dtype=np.bool_)
-        op.scal = np.array(snapshot["scal"], dtype=np.int64)
+            op.pend[:n] = _array_from_json(state["pend"])
+            op.stale[:n] = _array_from_json(state["stale"])
+            op.final[:n] = _array_from_json(state["final"])
+            op.seen[:n] = np.array(state["seen"], dtype=np.bool_)
+            op.slot_win[:n] = np.array(state["slot_win"], dtype=np.int64)
+            op.scale[:n] = np.array(state["scale"], dtype=np.int64)
+            op.head[:n] = np.array(state["head"], dtype=np.int64)
+        op.node_vals = _array_from_json(state["node_vals"]).reshape(-1, op._K, op._V)
+        op.node_prev = _array_from_json(state["node_prev"]).reshape(-1, op._NT)
+        op.node_next = np.array(state["node_next"], dtype=np.int64)
+        op.node_stale = np.array(state["node_stale"], dtype=np.bool_)
+        op.scal = np.array(state["scal"], dtype=np.int64)
         return op
 
 
-def slot_kinds(plan: Plan) -> np.ndarray:
+def slot_kinds(plan: TrendPlan) -> np.ndarray:
     """How each value slot combines (kernel.ADD, SMALLEST or LARGEST)."""
     return np.array([_KIND[s.role] for s in plan.slots], dtype=np.int64)
 
 
-def slot_identities(plan: Plan) -> np.ndarray:
+def slot_identities(plan: TrendPlan) -> np.ndarray:
     """The value of each slot over no trends: 0 for counts and sums, ±inf for MIN/MAX."""
     return np.array([_IDENT[k] for k in slot_kinds(plan)])
 
 
-def window_results(plan: Plan, name: str, records: list[Record]) -> list[TrendResult]:
+def window_results(plan: TrendPlan, name: str, records: list[Record]) -> list[TrendResult]:
     """One result per window and GROUP-BY group, ordered by window start, then group; the
     partitions of a group combine as in §2.3 (counts and sums add, MIN/MAX take the extreme)."""
     kind = slot_kinds(plan)
@@ -493,7 +491,7 @@ def window_results(plan: Plan, name: str, records: list[Record]) -> list[TrendRe
     return results
 
 
-def _values(plan: Plan, scaled: tuple[np.ndarray, int], group: dict[str, Any]) -> dict[str, Any]:
+def _values(plan: TrendPlan, scaled: tuple[np.ndarray, int], group: dict[str, Any]) -> dict[str, Any]:
     vals, exp = scaled
     out: dict[str, Any] = {}
     for o in plan.outputs:
@@ -578,12 +576,12 @@ def _number(value: float) -> int | float:
     return float(value)
 
 
-def _encode(array: np.ndarray) -> list[Any]:
+def _array_to_json(array: np.ndarray) -> list[Any]:
     """Float arrays as [shape, values] with infinities and NaN spelled out (JSON has neither)."""
     flat = [v if math.isfinite(v) else str(v) for v in array.ravel().tolist()]
     return [list(array.shape), flat]
 
 
-def _decode(data: list[Any]) -> np.ndarray:
+def _array_from_json(data: list[Any]) -> np.ndarray:
     shape, flat = data
     return np.array([float(v) for v in flat], dtype=np.float64).reshape(shape)

@@ -8,18 +8,20 @@ granularity: pattern (Table 5)
 from __future__ import annotations
 
 import functools
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from situflow.lang import cogra
 from situflow.lang.attributes import AttributeTypes
 from situflow.lang.cogra import CograQuery, parse
+from situflow.lang.identity import query_id
 from situflow.lang.printer import expr_text
+from situflow.lang.validate_cogra import validate
 from situflow.operator import QueryOptions
-from situflow.trends.analyze import Plan, analyze
+from situflow.trends.analyze import analyze
+from situflow.trends.configuration import TrendPlan
 from situflow.trends.conjunction import ConjunctionOperator
-from situflow.trends.operator import Program, TrendOperator
+from situflow.trends.operator import TrendOperator, TrendProgram
 
 
 @dataclass(frozen=True, eq=False)
@@ -27,9 +29,9 @@ class CompiledTrendQuery:
     """An immutable compiled COGRA query, shared by every operator instance."""
 
     tree: CograQuery
-    plan: Plan
+    plan: TrendPlan
     # One executor program per automaton: the plan's own, or one per side of a conjunction.
-    programs: tuple[Program, ...]
+    programs: tuple[TrendProgram, ...]
     options: QueryOptions
     language: str = field(default="cogra", init=False)
 
@@ -37,12 +39,18 @@ class CompiledTrendQuery:
     def name(self) -> str:
         return self.options.name
 
-    @property
+    @functools.cached_property
     def query_id(self) -> str:
-        return hashlib.blake2b(self.canonical().encode(), digest_size=16).hexdigest()
+        return query_id(self.canonical())
 
     def canonical(self) -> str:
         return self.tree.to_text()
+
+    @property
+    def partition_attributes(self) -> tuple[str, ...]:
+        """``GROUP-BY`` only: a group's aggregate sums the trends of every equivalence
+        partition in it."""
+        return self.plan.group_by
 
     @functools.cached_property
     def attribute_types(self) -> AttributeTypes:
@@ -77,7 +85,7 @@ class CompiledTrendQuery:
         return TrendOperator.restore(self.programs[0], self.name, self.query_id, snapshot)
 
 
-def _describe_automaton(plan: Plan) -> list[str]:
+def _describe_automaton(plan: TrendPlan) -> list[str]:
     """Granularity, executor path, start and end states, predicates of one automaton."""
     # A variable with several positions (OR branches, unrolled lengths) gets #1, #2, ...
     variables_seen = [p.variable for p in plan.positions]
@@ -112,6 +120,7 @@ def compile(text: str, options: QueryOptions | None = None) -> CompiledTrendQuer
     """Parse, validate and compile a COGRA query; raises ``QueryError`` with its position."""
     options = options or QueryOptions()
     tree = parse(text)
+    validate(tree, options.type_field, options.time_unit)
     plan = analyze(tree, options)
-    programs = tuple(Program.build(p) for p in plan.factors or (plan,))
+    programs = tuple(TrendProgram.build(p) for p in plan.factors or (plan,))
     return CompiledTrendQuery(tree, plan, programs, options)

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from situflow.codecs.event_types import arrow_key_problem, conform
 from situflow.events import EventBatch
 from situflow.lang.attributes import AttributeTypes
-from situflow.queries import compile_query
+from situflow.languages import compile_query
+from tests.profiles import scaled
 
 EXAMPLES = Path(__file__).parents[2] / "situflow" / "examples"
 
@@ -102,7 +103,7 @@ JSON = st.recursive(
     max_leaves=4)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,
+@settings(max_examples=scaled(1.5), derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.fixed_dictionaries({}, optional={"car": JSON, "speed": JSON, "note": JSON}),
                 min_size=1, max_size=12))

@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from situflow.lang import ast, cogra, sase, tpstream
-from situflow.tpstream.allen import RELATIONS
+from situflow.lang.allen import RELATIONS
 
 TYPES = ("A", "B", "C")
 NUMERIC = ("x", "y")
@@ -106,7 +106,7 @@ def tpstream_queries(draw: Draw) -> tpstream.Query:
             tpstream.Relation(left, r, right) for r in relations)))
     outputs = []
     for n in range(draw(st.integers(1, 3))):
-        outputs.append(tpstream.Output(_tpstream_output(draw, names), f"o{n}"))
+        outputs.append(tpstream.ReturnItem(_tpstream_output(draw, names), f"o{n}"))
     partition = (ast.Ref(qualifier, KEY),) if draw(st.booleans()) else ()
     return tpstream.Query("S", alias, partition, tuple(definitions), tuple(constraints),
                           draw(durations(low=1)), tuple(outputs))
@@ -143,7 +143,7 @@ def sase_queries(draw: Draw) -> sase.SaseQuery:
     negation_at_edge = components[0].negated or components[-1].negated
     conjuncts: list[ast.Node] = []
     if draw(st.booleans()):
-        conjuncts.append(sase.Equivalence(KEY))
+        conjuncts.append(sase.Equivalence((KEY,)))
     for _ in range(draw(st.integers(0, 3))):
         conjuncts.append(_sase_conjunct(draw, components, positives))
     where: ast.Node | None = None
@@ -177,7 +177,7 @@ def _sase_term(draw: Draw, c: sase.Component, in_where: bool, name: str | None =
     if kind == 2:
         return sase.KleeneRef(c.var, sase.Index.CONST, attr, draw(st.integers(2, 3)))
     if kind == 3:
-        return sase.Length(c.var)
+        return sase.KleeneLength(c.var, dotted=True)
     func = draw(st.sampled_from(sorted(sase.AGGREGATES)))
     return ast.Call(func, (sase.KleeneRef(c.var, sase.Index.ALL, attr),))
 
@@ -270,7 +270,7 @@ def cogra_queries(draw: Draw) -> cogra.CograQuery:
             return ast.Ref(var, name)
 
         # WHERE holds conjuncts: a top-level AND is two of them.
-        where.extend(sase.split_conjuncts(condition(draw, ref, 1)))
+        where.extend(ast.conjuncts(condition(draw, ref, 1)))
     adjacent = draw(st.booleans())
     if kleene_vars and adjacent:
         kleene = draw(st.sampled_from(kleene_vars))
@@ -278,7 +278,7 @@ def cogra_queries(draw: Draw) -> cogra.CograQuery:
         op = draw(st.sampled_from(sorted(ast.COMPARISONS)))
         where.append(ast.Binary(op, ast.Ref(kleene, attr), cogra.NextRef(kleene, attr)))
         if draw(st.booleans()):
-            where.append(ast.Binary(">=", cogra.LengthRef(kleene),
+            where.append(ast.Binary(">=", cogra.KleeneLength(kleene),
                                     ast.Literal(draw(st.integers(1, 3)))))
     within = draw(windows())
     slide = draw(windows()) if draw(st.booleans()) else None
@@ -286,15 +286,15 @@ def cogra_queries(draw: Draw) -> cogra.CograQuery:
                             tuple(where), group_by, within, slide)
 
 
-def windows() -> st.SearchStrategy[cogra.Length]:
-    ticks = st.integers(1, 12).map(lambda n: cogra.Length(ast.Literal(n)))
-    return st.one_of(ticks, durations(low=1).map(cogra.Length))
+def windows() -> st.SearchStrategy[cogra.WindowLength]:
+    ticks = st.integers(1, 12).map(lambda n: cogra.WindowLength(ast.Literal(n)))
+    return st.one_of(ticks, durations(low=1).map(cogra.WindowLength))
 
 
 def canonical(tree: ast.Node) -> str:
     """The canonical text of a query tree of any of the three languages."""
     if isinstance(tree, sase.SaseQuery):
-        return sase.canonical(tree)
+        return tree.to_text()
     assert isinstance(tree, tpstream.Query | cogra.CograQuery)
     return tree.to_text()
 

@@ -40,6 +40,7 @@ from hypothesis import strategies as st
 from situflow import cli
 from situflow.io.jsonl import read_blocks
 from tests.fuzz.harness import budget
+from tests.profiles import scaled
 
 EXAMPLES = Path(cli.__file__).parent / "examples"
 MB = 1 << 20
@@ -336,9 +337,10 @@ def check(example: Example, lines: list[bytes], block_bytes: int | None, tmp: Pa
 
 def fuzz(examples: int, slow: bool = False
          ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Hypothesis settings of a fuzz test: the suite's runs draw the same examples every time
-    (derandomized, so CI cannot fail on a new draw); the long runs (``-m slow``) draw anew."""
-    return settings(max_examples=examples, deadline=None, database=None, derandomize=not slow,
+    """Hypothesis settings of a fuzz test, ``examples`` in the ``ci`` profile (tests/profiles.py):
+    the suite's runs draw the same examples every time (derandomized, so CI cannot fail on a
+    new draw); the long runs (``-m slow``, or the ``deep`` profile) draw anew."""
+    return settings(max_examples=scaled(examples / 100), database=None, derandomize=not slow,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.large_base_example])
 

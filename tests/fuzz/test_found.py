@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from situflow.errors import QueryError
-from situflow.queries import compile_query
+from situflow.languages import compile_query
 from tests.fuzz.harness import run
 
 STREAM = [{"ts": t, "type": "AB"[t % 2], "x": t % 3, "y": 1, "k": 0, "s": "a"}

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from tests.fuzz import grammar
 from tests.fuzz.harness import run, streams, words
 from tests.fuzz.mutations import mutated, seeds
+from tests.profiles import scaled
 
 SEEDS = seeds()
 GENERATED = st.one_of(grammar.tpstream_queries(), grammar.sase_queries(),
@@ -29,9 +30,10 @@ GENERATED = st.one_of(grammar.tpstream_queries(), grammar.sase_queries(),
 
 def fuzz(examples: int, slow: bool = False
          ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Hypothesis settings of a fuzz test: the suite's runs draw the same examples every time
-    (derandomized, so CI cannot fail on a new draw); the long runs (``-m slow``) draw anew."""
-    return settings(max_examples=examples, deadline=None, database=None, derandomize=not slow,
+    """Hypothesis settings of a fuzz test, ``examples`` in the ``ci`` profile (tests/profiles.py):
+    the suite's runs draw the same examples every time (derandomized, so CI cannot fail on a
+    new draw); the long runs (``-m slow``, or the ``deep`` profile) draw anew."""
+    return settings(max_examples=scaled(examples / 100), database=None, derandomize=not slow,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 

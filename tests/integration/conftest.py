@@ -2,7 +2,7 @@
 
 By default every test session starts one embedded tansu broker on a free loopback port. To run
 the same tests against a real Kafka, set ``KAFKA_BOOTSTRAP_SERVERS`` (and the other ``KAFKA_*``
-variables of ``workers/settings.py`` for SASL/TLS); tests then create uniquely named topics on
+variables of ``situflow/settings.py`` for SASL/TLS); tests then create uniquely named topics on
 it and leave them behind. Tests of tansu's own behaviour use ``tansu`` and always start one.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from situflow.settings import ENV_BOOTSTRAP, KafkaSettings
 from workers.broker import EmbeddedBroker
-from workers.settings import ENV_BOOTSTRAP, KafkaSettings
 
 
 @pytest.fixture(scope="session")

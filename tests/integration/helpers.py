@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import ConsumerRecord
 from prometheus_client.parser import text_string_to_metric_families
 
 from situflow.datagen.cars import car_columns
 from situflow.results import result_id
+from situflow.settings import KafkaSettings
 from workers.evaluation import RESULT_ID_HEADER
-from workers.settings import KafkaSettings
 from workers.up import REPO_ROOT, Pipeline, ServiceProcess
 
 Headers = list[tuple[str, bytes]]
@@ -33,6 +34,10 @@ Headers = list[tuple[str, bytes]]
 Message = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Headers | None]
 #: Larger than the JSON codec's 1 MiB limit, so that oversized events reach the services.
 MAX_REQUEST_BYTES = 8 << 20  # a 5 MB message of test_dirty_stream.py fits
+#: The first car id of :func:`barrier_cars` (the generated cars are numbered from 0).
+BARRIER_CARS_FROM = 1_000_000
+#: Ticks from the last event to the barrier's match: more than every window of the tests' queries.
+BARRIER_GAP = 1_000
 #: How the tests read topics: as consumers of services with transactions must (README).
 ISOLATION_LEVEL = "read_committed" if os.environ.get("SITUFLOW_PROCESSING_GUARANTEE") == \
     "exactly_once" else "read_uncommitted"
@@ -69,6 +74,58 @@ def arrival_order(events: list[dict[str, Any]], slack: int, seed: int) -> list[d
     jitter = np.random.default_rng(seed).integers(0, slack + 1, len(events))
     order = sorted(range(len(events)), key=lambda i: (events[i]["ts"] + jitter[i], i))
     return [events[i] for i in order]
+
+
+def barrier_cars(partitions: int) -> list[int]:
+    """One car per input partition, none of the generated ones: the car that the producer's
+    default partitioner puts first into each partition when keyed by ``car_id``."""
+    every = list(range(partitions))
+    first: dict[int, int] = {}
+    car = BARRIER_CARS_FROM
+    while len(first) < partitions:
+        first.setdefault(DefaultPartitioner()(json.dumps([car]).encode(), every, every), car)
+        car += 1
+    return [first[p] for p in every]
+
+
+def barrier(events: list[dict[str, Any]], cars: Sequence[int]) -> list[dict[str, Any]]:
+    """Events that end a test's stream, in time order, after ``events``: each car in ``cars``
+    drives one aggressive-drivers match and one match of test_unpartitioned.py's queries, then
+    idles past every window. Once the services sent the results of the barrier (in
+    ``situflow run``'s results on ``events + barrier(...)``), they have evaluated every event
+    before it in every partition, so any result still missing is missing for real and any extra
+    one would have come already: no waiting "for a wrong result to show up"."""
+    start = events[-1]["ts"] + BARRIER_GAP
+    ticks = [-BARRIER_GAP // 2, *range(26), *range(30, 420, 30)]
+    return [{"ts": start + t, "car_id": car, "speed": barrier_speed(t), "accel": barrier_accel(t)}
+            for t in ticks for car in cars]
+
+
+def barrier_speed(tick: int) -> float:
+    """Fast, then faster, then slow; neither fast nor slow (50) before and after."""
+    return 80.0 if 4 <= tick <= 12 else 60.0 if 0 <= tick <= 20 else 40.0 if 21 <= tick <= 25 \
+        else 50.0
+
+
+def barrier_accel(tick: int) -> float:
+    """Hard acceleration, later hard braking (the aggressive-drivers conditions A and C)."""
+    return 9.0 if 0 <= tick <= 6 else -10.0 if 10 <= tick <= 14 else 0.0
+
+
+def oracle_with_barrier(query: Path, events: list[dict[str, Any]], cars: Sequence[int],
+                        name: str, tmp_path: Path
+                        ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """:func:`oracle` on ``events`` and their :func:`barrier`, and the barrier's events; each
+    barrier car gives one match, or waiting for the results would not wait for the barrier."""
+    ending = barrier(events, cars)
+    expected = oracle(query, events + ending, name, tmp_path)
+    assert sum(in_barrier(r, events) for r in expected.values()) == len(cars)
+    return expected, ending
+
+
+def in_barrier(result: dict[str, Any], events: list[dict[str, Any]]) -> bool:
+    """Whether a result line of ``situflow run`` matches only barrier events (after ``events``)."""
+    return min(binding["ts"] for binding in result["bindings"].values()) > events[-1]["ts"]
 
 
 def keyed(event: dict[str, Any], key_fields: Sequence[str]) -> tuple[bytes, bytes]:

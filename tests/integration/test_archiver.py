@@ -1,6 +1,6 @@
 """End to end through a real broker: the archiver service writes ``<stream>.ordered`` and a
 result topic to Parquet segments, every event exactly once with a dense seq, even when it is
-killed with ``kill -9`` in the middle of the stream (workers/archiver.py module doc).
+killed with ``kill -9`` in the middle of the stream (situflow/archive/log.py module doc).
 
 Events go straight to ``<stream>.ordered`` as K-slack writes them (Arrow batches with their
 input seq, now and then a JSON event, which K-slack sends when a batch's attributes do not fit
@@ -22,11 +22,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from situflow.codecs.arrow_events import HEADERS, batch_from_events, encode_batch
-from tests.integration.helpers import metrics, total, wait_until
-from topics.catalog import ROW_BITS, SEQ_FIELD, QueryOutput, StreamSpec, query_topic, stream_topics
-from topics.create import create_topics
-from workers.archiver import (
+from situflow.archive import (
     ARCHIVE_OFFSET,
     ARCHIVE_SEQ,
     partition_dir,
@@ -34,7 +30,11 @@ from workers.archiver import (
     read_meta,
     segment_paths,
 )
-from workers.settings import KafkaSettings
+from situflow.codecs.arrow_events import HEADERS, batch_from_events, encode_batch
+from situflow.settings import KafkaSettings
+from tests.integration.helpers import metrics, total, wait_until
+from topics.catalog import ROW_BITS, SEQ_FIELD, QueryOutput, StreamSpec, query_topic, stream_topics
+from topics.create import create_topics
 from workers.up import Pipeline, ServiceProcess
 
 pytestmark = pytest.mark.integration

@@ -11,6 +11,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from situflow.settings import KafkaSettings
 from topics.catalog import (
     QUERIES,
     Catalog,
@@ -22,7 +23,6 @@ from topics.catalog import (
 )
 from topics.create import TopicCreationError, create_topics
 from workers.broker import BrokerBinaryNotFound, EmbeddedBroker
-from workers.settings import KafkaSettings
 
 
 def refuses_connections(address: str) -> bool:

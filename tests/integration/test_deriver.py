@@ -4,7 +4,7 @@ Ordered Arrow batches of the car stream (as K-slack writes them: input positions
 ``_situflow_seq``, each car in one partition) go into ``<stream>.ordered``; the deriver service,
 following the query registry, writes situation batches to the situations topic, each naming
 the query's registration. Per partition, its records equal the core :class:`SituationDeriver`
-on the same events; and the matcher's side (:mod:`workers.situation_matching`), fed those
+on the same events; and the matcher's side (:mod:`situflow.tpstream.split.halves`), fed those
 batches twice as a redelivery would, reports exactly the fused operator's matches. (The whole
 pipeline through the matcher service: ``test_pipeline.py``, ``test_failover.py``.)
 """
@@ -24,13 +24,14 @@ from aiokafka import AIOKafkaProducer
 from situflow.codecs import arrow_events
 from situflow.events import EventBatch
 from situflow.operator import QueryOptions
-from situflow.tpstream.query import compile
-from situflow.tpstream.situation_deriver import SituationDeriver
-from situflow.tpstream.situation_matcher import SituationMatcher
+from situflow.settings import KafkaSettings
+from situflow.tpstream import compile
+from situflow.tpstream.split.deriver import SituationDeriver
+from situflow.tpstream.split.halves import match_situations
+from situflow.tpstream.split.matcher import SituationMatcher
+from situflow.tpstream.split.messages import SituationMessage
 from tests.integration.helpers import car_events, metrics, read_topic, total, wait_until
 from topics.catalog import SEQ_FIELD, StreamSpec, stream_topics
-from workers.settings import KafkaSettings
-from workers.situation_matching import SituationMessage, match_situations
 from workers.up import REPO_ROOT, Pipeline
 
 pytestmark = pytest.mark.integration

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from aiokafka.structs import ConsumerRecord
 
+from situflow.settings import KafkaSettings
 from tests.integration.helpers import (
     Message,
     assert_same_results,
@@ -38,7 +39,6 @@ from tests.integration.helpers import (
     wait_until_evaluated,
 )
 from topics.catalog import DLQ_REASON_HEADER, StreamSpec, stream_topics
-from workers.settings import KafkaSettings
 from workers.up import REPO_ROOT, Pipeline
 
 pytestmark = pytest.mark.integration

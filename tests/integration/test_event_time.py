@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from situflow.settings import KafkaSettings
 from tests.integration.helpers import (
     assert_same_results,
     car_events,
@@ -21,7 +22,6 @@ from tests.integration.helpers import (
     wait_until_evaluated,
 )
 from topics.catalog import StreamSpec
-from workers.settings import KafkaSettings
 from workers.up import REPO_ROOT, Pipeline
 
 pytestmark = pytest.mark.integration

@@ -43,6 +43,7 @@ from situflow.codecs.arrow_events import (
     events_from_batch,
     is_arrow,
 )
+from situflow.settings import KafkaSettings
 from tests.integration.helpers import (
     Message,
     Produced,
@@ -58,7 +59,6 @@ from tests.integration.helpers import (
     wait_until_evaluated,
 )
 from topics.catalog import SEQ_FIELD, StreamSpec, stream_topics
-from workers.settings import KafkaSettings
 from workers.up import REPO_ROOT, Pipeline
 
 pytestmark = pytest.mark.integration

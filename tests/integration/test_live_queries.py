@@ -6,7 +6,7 @@ its results are exactly those of ``situflow run`` on the second part alone. A qu
 from the events after its submission with a fresh state, and a deleted one emits nothing more;
 no service restarts. The second part is produced as soon as the deriver evaluates the query,
 whether or not the matcher has read the registration yet: the matcher waits for it
-(:mod:`workers.situation_matching`).
+(:mod:`situflow.tpstream.split.halves`).
 
 The matcher fetches ``<stream>.ordered`` only while a SASE+ query is registered: a SASE+ query
 submitted after the first half of a stock stream gives ``situflow run``'s results on the second
@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from situflow.settings import KafkaSettings
 from tests.integration.helpers import (
     arrival_order,
     car_events,
@@ -34,7 +35,6 @@ from tests.integration.helpers import (
     wait_until_evaluated,
 )
 from topics.catalog import StreamSpec, stream_topics
-from workers.settings import KafkaSettings
 from workers.up import REPO_ROOT, Pipeline, ServiceProcess
 
 pytestmark = pytest.mark.integration

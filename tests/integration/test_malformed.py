@@ -32,8 +32,9 @@ from aiokafka.structs import ConsumerRecord
 
 from situflow.codecs.arrow_events import HEADERS, batch_from_events, encode_batch
 from situflow.codecs.json_events import DEFAULT_MAX_BYTES
+from situflow.languages import compile_query
 from situflow.operator import QueryOptions
-from situflow.queries import compile_query
+from situflow.settings import KafkaSettings
 from tests.integration.helpers import (
     Headers,
     Message,
@@ -58,7 +59,6 @@ from topics.catalog import (
     StreamSpec,
     stream_topics,
 )
-from workers.settings import KafkaSettings
 from workers.up import REPO_ROOT, Pipeline
 
 pytestmark = pytest.mark.integration

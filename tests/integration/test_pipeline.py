@@ -21,15 +21,18 @@ from typing import Any
 import pytest
 
 from situflow.codecs.arrow_events import decode_batch, events_from_batch, is_arrow
+from situflow.settings import KafkaSettings
 from tests.integration.helpers import (
     arrival_order,
     assert_same_results,
+    barrier_cars,
     car_events,
     deduplicated_results,
     keyed,
     metric_families,
     metrics,
     oracle,
+    oracle_with_barrier,
     produce,
     read_topic,
     total,
@@ -37,7 +40,6 @@ from tests.integration.helpers import (
     wait_until_evaluated,
 )
 from topics.catalog import DLQ_REASON_HEADER, SEQ_FIELD, StreamSpec, stream_topics
-from workers.settings import KafkaSettings
 from workers.up import REPO_ROOT, Pipeline
 
 pytestmark = pytest.mark.integration
@@ -96,7 +98,8 @@ def test_services_killed_mid_stream_resume_from_their_state_and_lose_no_result(
     assert kafka is not None
     raw = stream_topics(pipeline.stream)[0].name
     events = in_order_events()
-    expected = oracle(QUERY, events, pipeline.query_name, tmp_path)
+    expected, ending = oracle_with_barrier(QUERY, events, barrier_cars(pipeline.stream.partitions),
+                                           pipeline.query_name, tmp_path)
     messages = [message(e) for e in arrival_order(events, SLACK, SEED)]
     half = len(messages) // 2
 
@@ -110,14 +113,13 @@ def test_services_killed_mid_stream_resume_from_their_state_and_lose_no_result(
     restarted = time.monotonic()
     for name in list(pipeline.services):
         pipeline.start_service(name)
-    asyncio.run(produce(kafka, raw, messages[half:]))
+    asyncio.run(produce(kafka, raw, messages[half:] + [message(e) for e in ending]))
     pipeline.wait_ready()
     record_property("seconds_from_restart_to_ready", round(time.monotonic() - restarted, 1))
 
     topic = f"matches.{pipeline.query_name}"
     wait_until(lambda: expected.keys() <= deduplicated_results(kafka, topic).keys(), 90,
-               "every expected result")
-    time.sleep(2.0)  # room for a wrong extra result to show up
+               "every expected result, the barrier's among them")
     assert deduplicated_results(kafka, topic) == expected
 
 

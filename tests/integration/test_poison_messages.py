@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 from aiokafka.structs import ConsumerRecord
 
+from situflow.settings import KafkaSettings
 from tests.integration.helpers import (
     assert_same_results,
     car_events,
@@ -64,7 +65,6 @@ from workers.failures import (
     TEST_CRASH_ENV,
     TEST_RAISE_ENV,
 )
-from workers.settings import KafkaSettings
 from workers.up import REPO_ROOT, Pipeline
 
 pytestmark = pytest.mark.integration
@@ -175,7 +175,7 @@ def test_a_failing_query_reports_to_its_error_topic_and_spares_the_input_dlq(run
 
 
 def situflow(run: Run, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **run.pipeline.kafka_env(),
+    env = {**os.environ, **run.pipeline.kafka.to_env(),
            "SITUFLOW_QUERIES_TOPIC": str(run.pipeline.registry_topic)}
     return subprocess.run([sys.executable, "-m", "situflow.cli", *args], env=env, cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=60, check=False)

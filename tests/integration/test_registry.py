@@ -20,6 +20,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from situflow.cli import main
 from situflow.errors import QueryError
+from situflow.settings import ENV_BOOTSTRAP, KafkaSettings
 from topics.registry import (
     ENV_TOPIC,
     QueryNotRegistered,
@@ -31,7 +32,6 @@ from topics.registry import (
     submit,
 )
 from workers.broker import free_port
-from workers.settings import ENV_BOOTSTRAP, KafkaSettings
 
 EXAMPLES = Path(__file__).parents[2] / "situflow" / "examples"
 TPSTREAM = (EXAMPLES / "aggressive_drivers.tps").read_text()

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
+from situflow.settings import ENV_BOOTSTRAP
 from tests.integration.helpers import wait_until
 from workers.broker import free_port
-from workers.settings import ENV_BOOTSTRAP
 from workers.up import REPO_ROOT
 
 pytestmark = [pytest.mark.integration]

@@ -13,7 +13,7 @@ import pytest
 
 from situflow.errors import QueryError
 from situflow.lang.cogra import parse
-from situflow.queries import compile_query
+from situflow.languages import compile_query
 from situflow.trends.query import compile
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "cogra"

@@ -9,7 +9,7 @@ import pytest
 
 from situflow.errors import QueryError
 from situflow.lang import sase
-from situflow.nfa.query import compile
+from situflow.sase import compile
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "sase"
 
@@ -28,9 +28,9 @@ def identity_cases() -> list:
 @pytest.mark.parametrize(("text", "canonical"), identity_cases())
 def test_queries_print_canonically_and_the_canonical_text_round_trips(text, canonical):
     query = sase.parse(text)
-    assert sase.canonical(query) == canonical
+    assert query.to_text() == canonical
     again = sase.parse(canonical)
-    assert sase.canonical(again) == canonical
+    assert again.to_text() == canonical
     assert again.components == query.components and again.where == query.where
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from situflow.errors import QueryError
 from situflow.lang import tpstream
-from situflow.tpstream.query import compile
+from situflow.tpstream import compile
 
 EXAMPLES = Path(__file__).parents[2] / "situflow" / "examples"
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "tpstream"

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from situflow.events import EventBatch
-from situflow.nfa.query import SaseCompiledQuery, compile
 from situflow.operator import QueryOptions
 from situflow.results import Match
+from situflow.sase import SaseCompiledQuery, compile
 
 # Figure 3 of the SASE+ paper: the Query 3 stream (one symbol, all within the hour).
 FIGURE3_PRICE = [100, 120, 120, 121, 120, 125, 120, 120]

@@ -33,8 +33,8 @@ from situflow.lang.sase import (
     Component,
     Equivalence,
     Index,
+    KleeneLength,
     KleeneRef,
-    Length,
     SaseQuery,
     Strategy,
     references,
@@ -86,7 +86,7 @@ def _resolve(negated: set[str]) -> Any:
             if q in negated:
                 return lambda env: _value(env.candidate, attr)
             return lambda env: _value(env.assign[q][0], attr)
-        if isinstance(node, Length):
+        if isinstance(node, KleeneLength):
             v = node.var
             return lambda env: len(env.assign[v])
         if isinstance(node, KleeneRef):
@@ -327,5 +327,5 @@ def _var(ref: ast.Node) -> str:
     if isinstance(ref, ast.Ref):
         assert ref.qualifier is not None
         return ref.qualifier
-    assert isinstance(ref, KleeneRef | Length)
+    assert isinstance(ref, KleeneRef | KleeneLength)
     return ref.var

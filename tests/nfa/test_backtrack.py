@@ -11,6 +11,7 @@ from situflow.events import EventBatch
 from situflow.nfa.backtrack import BacktrackMatcher
 from tests.nfa.harness import QUERY3, Harness, figure3, with_strategy
 from tests.nfa.test_properties import _records, queries, streams
+from tests.profiles import scaled
 
 
 def test_s15_backtracking_re_reads_events_the_nfa_reads_once():
@@ -21,7 +22,7 @@ def test_s15_backtracking_re_reads_events_the_nfa_reads_once():
     assert matcher.reads > len(figure3())
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=scaled(2), suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.filter_too_much])
 @given(queries(), streams())
 def test_s15_backtracking_and_the_nfa_agree(text, events):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from situflow.nfa.automaton import StateKind
-from situflow.nfa.query import compile
+from situflow.nfa.compiler.automaton import StateKind
+from situflow.sase import compile
 from tests.nfa.harness import QUERY3, with_strategy
 
 

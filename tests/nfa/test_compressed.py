@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from unittest.mock import patch
 
-from situflow.nfa import kernel
-from situflow.nfa.compressed import MatchBatch
+from situflow.nfa.kernel import loop
+from situflow.nfa.kernel.compressed import MatchBatch
 from tests.nfa.harness import QUERY3, Harness, batches, figure3, match
 
 R1, R2, R3 = match([1, 2, 3, 4, 5], 6), match([3, 4], 6), match([1, 2, 3, 4, 5, 6, 7], 8)
@@ -21,7 +21,7 @@ def _figure3_batch() -> MatchBatch:
 
 
 def test_counting_the_matches_reads_none_of_them():
-    with patch.object(kernel, "decompress", side_effect=AssertionError("read")):
+    with patch.object(loop, "decompress", side_effect=AssertionError("read")):
         found = _figure3_batch()
         assert len(found) == 3 and found
 

@@ -1,4 +1,4 @@
-"""The compiled event loop (``situflow.nfa.kernel``) against the Python loop and the definition:
+"""The compiled event loop (``situflow.nfa.kernel.loop``) against the Python loop and the definition:
 the same results for random queries and streams, any batch size, snapshots taken by one loop
 and restored into the other; postfix programs equal to the scalar closures."""
 
@@ -17,18 +17,20 @@ from hypothesis import strategies as st
 from situflow.lang import ast
 from situflow.lang.compile import compile_scalar
 from situflow.lang.parser import Parser
-from situflow.nfa import arrays, kernel
-from situflow.nfa.arrays import KernelState
+from situflow.nfa.compiler.programs import Reference, compile_program, getters
+from situflow.nfa.kernel import kernel_state, loop
+from situflow.nfa.kernel.kernel_state import KernelState
 from situflow.nfa.operator import NfaOperator
-from situflow.nfa.programs import Reference, compile_program, getters
-from situflow.nfa.query import compile
-from situflow.nfa.transitions import edge_masks, live_events, partition_codes
+from situflow.nfa.prepass import edge_masks, live_events, partition_codes
+from situflow.sase import compile
 from tests.nfa.harness import QUERY3, Harness, batches, feed, figure3, match, with_strategy
 from tests.nfa.test_properties import _records, queries, streams
+from tests.profiles import scaled
 
 
 def _operator(h: Harness, compiled: bool, merge_runs: bool = True) -> NfaOperator:
-    return NfaOperator(h.compiled.automaton, h.compiled.name, merge_runs, compiled)
+    return NfaOperator(h.compiled.automaton, h.compiled.name, h.compiled.query_id, merge_runs,
+                       compiled)
 
 
 def _run(h: Harness, records: list[dict[str, Any]], compiled: bool, batch: int | None = None,
@@ -36,7 +38,7 @@ def _run(h: Harness, records: list[dict[str, Any]], compiled: bool, batch: int |
     return [m.to_dict() for m in feed(_operator(h, compiled, merge_runs), records, batch)]
 
 
-@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(8), suppress_health_check=[HealthCheck.too_slow])
 @given(queries(), streams(), st.integers(1, 8), st.data())
 def test_the_compiled_loop_gives_the_results_of_the_python_loop(text, events, size, data):
     h = Harness.for_query(text.replace("skip_till_any_match", "skip_till_next_match"))
@@ -51,7 +53,8 @@ def test_the_compiled_loop_gives_the_results_of_the_python_loop(text, events, si
     op = _operator(h, first_loop)
     first = feed(op, records[:cut], size, finish=False)
     snapshot = json.loads(json.dumps(op.snapshot()))
-    restored = NfaOperator.restore(h.compiled.automaton, h.compiled.name, snapshot,
+    restored = NfaOperator.restore(h.compiled.automaton, h.compiled.name, h.compiled.query_id,
+                                   snapshot,
                                    compiled=not first_loop)
     rest = feed(restored, records[cut:], size, offset=cut)
     assert [m.to_dict() for m in first + rest] == expected, text
@@ -75,7 +78,7 @@ def _unread(op: NfaOperator, records: list[dict[str, Any]], size: int) -> list[d
     return [m.to_dict() for results in found for m in results]
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(5), suppress_health_check=[HealthCheck.too_slow])
 @given(queries(compiled=True), streams(longest=24), st.integers(1, 8), st.data())
 def test_state_in_arrays_across_batches_gives_the_results_of_the_python_loop(text, events, size,
                                                                            data):
@@ -91,7 +94,7 @@ def test_state_in_arrays_across_batches_gives_the_results_of_the_python_loop(tex
         if data.draw(st.integers(0, 9)) == 0:
             e["name"] = f"n{e['x']}"
     expected = _run(h, records, compiled=False)
-    with patch.object(arrays, "_COLLECT_AT", 0):
+    with patch.object(kernel_state, "_COLLECT_AT", 0):
         assert _run(h, records, compiled=True, batch=size) == expected, text
         assert _unread(_operator(h, True), records, size) == expected, text
         # A snapshot (a service's checkpoint) leaves the state where it is.
@@ -117,7 +120,7 @@ def test_event_ids_keep_their_type_from_batch_to_batch():
 
 def test_query3_runs_compiled_and_gives_figure3():
     h = Harness.for_query(QUERY3)
-    assert kernel.Tables.build(h.compiled.automaton) is not None
+    assert loop.Tables.build(h.compiled.automaton) is not None
     # Figure 3 with a numeric symbol, so that every attribute the query reads is a number.
     events = [{**e, "symbol": 1} for e in figure3()]
     found = [m["bindings"] for m in _run(h, events, compiled=True, batch=3)]
@@ -134,7 +137,7 @@ def test_query3_runs_compiled_and_gives_figure3():
     "{ [symbol] AND a[a.LEN].name = 'x' } WITHIN 1 hour",
 ])
 def test_queries_the_kernel_does_not_cover_stay_on_the_python_loop(text):
-    assert kernel.Tables.build(Harness.for_query(text).compiled.automaton) is None
+    assert loop.Tables.build(Harness.for_query(text).compiled.automaton) is None
 
 
 def test_a_batch_with_a_string_attribute_takes_the_python_loop():
@@ -150,7 +153,7 @@ def test_arrays_grow_when_runs_and_matches_outnumber_the_events(monkeypatch):
             "{ [symbol] AND a[1].x < 3 AND a[i].x >= min(a[..i-1].x) - 2 AND c.x > b.x - 3 } "
             "WITHIN 12 seconds")
     h = Harness.for_query(text)
-    assert kernel.Tables.build(h.compiled.automaton) is not None
+    assert loop.Tables.build(h.compiled.automaton) is not None
     rng = np.random.default_rng(7)
     events = [{"id": i, "type": "Stock", "symbol": int(rng.integers(1, 3)),
                "x": int(rng.integers(0, 6)), "ts": i} for i in range(150)]
@@ -172,7 +175,7 @@ EXPRESSIONS = [
 ]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=scaled(4))
 @given(st.sampled_from(EXPRESSIONS), NUMBERS, NUMBERS, NUMBERS, st.integers(0, 2))
 def test_programs_agree_with_the_scalar_closures(text, r0, v0, v1, count):
     expr = Parser(text).parse_expression()
@@ -196,7 +199,7 @@ def test_programs_agree_with_the_scalar_closures(text, r0, v0, v1, count):
     program = compile_program(expr, reference)
     code = np.array([x[:3] for x in program], dtype=np.int64)
     constants = np.array([x[3] for x in program], dtype=np.float64)
-    got = kernel._evaluate(0, len(program), code, constants, np.array([v], dtype=np.float64), 0,
+    got = loop._evaluate(0, len(program), code, constants, np.array([v], dtype=np.float64), 0,
                            np.array([row], dtype=np.float64).T, 0, np.zeros(len(program) + 1))
     if isinstance(expected, bool):
         assert bool(got) == expected
@@ -212,7 +215,7 @@ def test_the_template_queries_of_section_6_run_compiled():
                           " AND a[i].price > min(a[..i-1].price)"):
             text = (f"PATTERN SEQ(Stock+ a[], Stock b) WHERE {strategy}(a[], b) {{ [symbol] AND "
                     f"a[1].mark = 0{iteration} AND b.volume < 150 }} WITHIN 1000 seconds")
-            assert kernel.Tables.build(compile(text).automaton) is not None, text
+            assert loop.Tables.build(compile(text).automaton) is not None, text
 
 
 def test_the_loop_visits_only_events_a_run_can_see():

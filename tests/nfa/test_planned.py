@@ -1,4 +1,4 @@
-"""Cost-based plans inside the SASE+ operator (``situflow.nfa.planned``): a planned query gives
+"""Cost-based plans inside the SASE+ operator (``situflow.sase.planned``): a planned query gives
 exactly the NFA^b output — the same bindings, keys, RETURN values and order — for every plan
 generator, across re-planning, batch sizes, snapshot/restore and missing values;
 ``describe()`` names the plan."""
@@ -13,10 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from situflow.nfa.operator import NfaOperator
-from situflow.nfa.planned import PlannedOperator
-from situflow.nfa.query import compile
 from situflow.plan import GENERATORS
+from situflow.sase import compile
+from situflow.sase.planned import PlannedOperator
 from tests.nfa.harness import QUERY1, QUERY3, feed, figure3, with_strategy
+from tests.profiles import scaled
 
 
 @st.composite
@@ -77,7 +78,7 @@ def _output(op: Any, events: list[dict[str, Any]], batch: int | None = None) -> 
     return [m.to_dict() for m in feed(op, events, batch)]
 
 
-@settings(max_examples=800, deadline=None,
+@settings(max_examples=scaled(8),
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(planned_queries(), streams(), st.sampled_from(sorted(GENERATORS)), st.integers(1, 4),
        st.data())

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from situflow.lang import sase
 from tests.nfa.harness import Harness, feed
 from tests.nfa.reference import Reference
+from tests.profiles import scaled
 
 STRATEGIES = ["strict_contiguity", "partition_contiguity", "skip_till_next_match",
               "skip_till_any_match"]
@@ -100,7 +101,7 @@ def _records(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in e.items() if k != "seq"} for e in events]
 
 
-SETTINGS = settings(max_examples=1500, deadline=None,
+SETTINGS = settings(max_examples=scaled(15),
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -115,7 +116,7 @@ def test_the_nfa_finds_exactly_the_matches_of_the_definition(text, events):
     assert _nfa_keys(h.run(_records(events), merge_runs=False), query) == expected, text
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(6), suppress_health_check=[HealthCheck.too_slow])
 @given(queries(), streams(), st.integers(1, 8), st.data())
 def test_batch_size_and_snapshots_do_not_change_the_results(text, events, size, data):
     h = Harness.for_query(text)

@@ -8,7 +8,8 @@ import pytest
 
 from situflow.cli import main
 from situflow.errors import StateError
-from situflow.queries import compile_query
+from situflow.languages import compile_query
+from situflow.sase import compile
 from tests.nfa.harness import QUERY3, batches, figure3
 
 
@@ -46,9 +47,32 @@ def test_a_snapshot_is_json_and_an_unknown_format_is_refused():
     op = compiled.operator()
     op.process(batches(figure3()[:4], None)[0])
     snapshot = json.loads(json.dumps(op.snapshot()))
-    assert len(snapshot["partitions"][0]["runs"]) == 2
+    assert len(snapshot["state"]["partitions"][0]["runs"]) == 2
     restored = compiled.restore(snapshot)
     assert [m.bindings["b"] for m in restored.process(batches(figure3()[4:], None, offset=4)[0])
             ] == [["e6"], ["e6"], ["e8"]]
-    with pytest.raises(StateError, match="replay the input"):
-        compiled.restore({**snapshot, "format": 0})
+    with pytest.raises(StateError, match="another query or format"):
+        compiled.restore({**snapshot, "version": 0})
+
+
+PAIRS = """PATTERN SEQ(Stock a, Stock b)
+WHERE    skip_till_any_match(a, b) { [symbol] and b.price > a.price }
+WITHIN   1 hour"""
+
+
+@pytest.mark.parametrize("plan", [None, "DP-B"], ids=["nfa", "planned"])
+def test_the_snapshot_of_another_query_is_refused(plan):
+    compiled = compile(PAIRS, plan=plan)
+    assert (compiled.planned is not None) == (plan is not None)
+    op = compiled.operator()
+    op.process(batches(figure3()[:4], None)[0])
+    snapshot = json.loads(json.dumps(op.snapshot()))
+    assert compiled.restore(snapshot).snapshot() == snapshot
+    with pytest.raises(StateError, match="another query or format"):
+        compile(PAIRS.replace("1 hour", "2 hours"), plan=plan).restore(snapshot)
+
+
+def test_a_planned_snapshot_does_not_restore_into_nfa():
+    snapshot = compile(PAIRS, plan="DP-B").operator().snapshot()
+    with pytest.raises(StateError, match="another query or format"):
+        compile(PAIRS, plan=None).restore(snapshot)

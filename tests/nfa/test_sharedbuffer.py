@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from situflow.nfa.sharedbuffer import Event, Node, retrieve
-from situflow.nfa.versions import Dewey
+from situflow.nfa.sharedbuffer.buffer import BufferedEvent, BufferNode, retrieve
+from situflow.nfa.sharedbuffer.versions import Dewey
 from tests.nfa.harness import QUERY3, Harness, figure3
 from tests.nfa.harness import batches as make_batches
 
@@ -36,13 +36,13 @@ def test_s4_retrieval_gives_r1_r2_r3_and_never_the_wrong_result():
     buffers = []
     for b in make_batches(figure3(), 1):
         op.process(b)
-        buffers.append([(m.node, str(m.version)) for r in op.partitions["GOOG"].runs
+        buffers.append([(m.node, m.start) for r in op.partitions["GOOG"].runs
                         for m in r.members])
     matches = [m.bindings for m in h.run(figure3())]
     assert {"a": ["e1", "e2", "e3", "e4"], "b": ["e6"]} not in matches
     # After e5 the e1-run's buffer is e1..e5 (version 1.0) and the e3-run's is e3, e4 (2.0).
-    after_e5 = {v: [[e.id for e in per] for per in retrieve(node, 2)] for node, v in buffers[4]}
-    assert after_e5 == {"1.0": [["e1", "e2", "e3", "e4", "e5"], []], "2.0": [["e3", "e4"], []]}
+    after_e5 = {t: [[e.id for e in per] for per in retrieve(node, 2)] for node, t in buffers[4]}
+    assert after_e5 == {1: [["e1", "e2", "e3", "e4", "e5"], []], 3: [["e3", "e4"], []]}
 
 
 def test_runs_share_the_nodes_of_a_common_prefix():
@@ -51,7 +51,7 @@ def test_runs_share_the_nodes_of_a_common_prefix():
     op = h.compiled.operator()
     for b in make_batches(figure3()[:6], 1):
         op.process(b)
-    [r1_run] = [r for r in op.partitions["GOOG"].runs if str(r.members[0].version) == "1.0"]
+    [r1_run] = [r for r in op.partitions["GOOG"].runs if r.members[0].start == 1]  # v=1.0
     e6 = r1_run.members[0].node
     assert e6.event.id == "e6" and e6.pred is not None and e6.pred.event.id == "e5"
 
@@ -59,7 +59,7 @@ def test_runs_share_the_nodes_of_a_common_prefix():
 def test_cached_histories_give_the_walk_on_every_branch():
     # A trunk e0..e5 of component 0 with branches at e2 and e4, retrieved in an order that
     # creates, reuses and drops caches; each answer equals the uncached walk.
-    def walk(node: Node | None) -> list[list[str]]:
+    def walk(node: BufferNode | None) -> list[list[str]]:
         chain = []
         while node is not None:
             chain.append(node.event)
@@ -67,11 +67,11 @@ def test_cached_histories_give_the_walk_on_every_branch():
         return [[e.id for e in reversed(chain) if e.seq < 10], [e.id for e in reversed(chain)
                                                                  if e.seq >= 10]]
 
-    trunk: list[Node] = []
+    trunk: list[BufferNode] = []
     for i in range(6):
-        trunk.append(Node(Event(i, f"e{i}", i, ()), 0, trunk[-1] if trunk else None))
-    leaves = [Node(Event(10 + k, f"b{k}", 10 + k, ()), 1, trunk[k]) for k in range(6)]
-    branch = Node(Event(7, "x7", 7, ()), 0, trunk[2])
-    leaves.append(Node(Event(20, "b20", 20, ()), 1, branch))
+        trunk.append(BufferNode(BufferedEvent(i, f"e{i}", i, ()), 0, trunk[-1] if trunk else None))
+    leaves = [BufferNode(BufferedEvent(10 + k, f"b{k}", 10 + k, ()), 1, trunk[k]) for k in range(6)]
+    branch = BufferNode(BufferedEvent(7, "x7", 7, ()), 0, trunk[2])
+    leaves.append(BufferNode(BufferedEvent(20, "b20", 20, ()), 1, branch))
     for k in [3, 5, 6, 1, 5, 0, 6, 4, 2]:
         assert [[e.id for e in per] for per in retrieve(leaves[k], 2)] == walk(leaves[k])

@@ -24,7 +24,8 @@ from situflow.plan.cost import (
     kleene_rate,
 )
 from situflow.plan.plans import Join, Leaf, Node
-from situflow.plan.space import all_orders, all_trees, topologies, tree_plan_count
+from tests.plan.space import all_orders, all_trees, topologies, tree_plan_count
+from tests.profiles import scaled
 
 A, B, C, D = 0, 1, 2, 3
 
@@ -69,7 +70,7 @@ def test_k2_the_optimum_starts_with_the_rare_camera_and_all_d_first_orders_tie()
 
 
 # K-3 (Theorem 1): Cost_LDJ with |R_i| = W·r_i and f = sel equals Cost_ord, for every order.
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(0.6))
 @given(
     st.integers(2, 5).flatmap(
         lambda n: st.tuples(
@@ -88,7 +89,7 @@ def test_k3_order_cost_equals_left_deep_join_cost(case):
 
 
 # K-4 (Theorem 2): Cost_tree equals Cost_BJ under the same substitution, for every tree.
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(0.4))
 @given(
     st.integers(2, 4).flatmap(
         lambda n: st.tuples(
@@ -167,7 +168,7 @@ def test_k11_next_match_cost():
 
 
 # The set-based terms used by the dynamic programs add up to the same costs.
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(0.4))
 @given(
     st.integers(1, 4).flatmap(
         lambda n: st.tuples(

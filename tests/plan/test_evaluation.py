@@ -21,7 +21,7 @@ from situflow.plan import (
 )
 from situflow.plan.pattern import events_from_batch
 from situflow.plan.plans import OrderPlan, TreePlan
-from situflow.plan.space import all_orders, all_trees
+from tests.plan.space import all_orders, all_trees
 
 
 def stream(text: str) -> list[Event]:

@@ -29,7 +29,8 @@ from situflow.plan import (
     iterative,
 )
 from situflow.plan.cost import cost_lat_ord, cost_lat_tree
-from situflow.plan.space import all_orders, all_trees
+from tests.plan.space import all_orders, all_trees
+from tests.profiles import scaled
 
 A, B, C, D = 0, 1, 2, 3
 
@@ -134,7 +135,7 @@ def _close_or_below(a: float, b: float) -> bool:
     return a <= b or math.isclose(a, b, rel_tol=1e-9)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=scaled(0.3))
 @given(cost_cases(max_size=7))
 def test_k13_dp_ld_is_optimal_among_all_orders(case):
     pattern, stats, model = case
@@ -145,7 +146,7 @@ def test_k13_dp_ld_is_optimal_among_all_orders(case):
         assert _close_or_below(best, choose_plan(pattern, stats, name, model).cost), name
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(0.25))
 @given(cost_cases(max_size=5))
 def test_k13_dp_b_is_optimal_among_all_trees(case):
     pattern, stats, model = case
@@ -168,7 +169,7 @@ def test_k13_dp_b_is_optimal_among_all_trees_of_six_leaves():
     assert min(model.tree(t, inputs) for t in all_trees(range(6))) == pytest.approx(best)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=scaled(0.3))
 @given(cost_cases(max_size=5))
 def test_k10_a_larger_alpha_never_raises_the_latency_of_the_optimal_plan(case):
     pattern, stats, _ = case
@@ -192,7 +193,7 @@ def test_k12_ii_moves_are_swaps_and_cycles_only():
         assert sorted(other) == list(order)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=scaled(0.3))
 @given(cost_cases(max_size=7))
 def test_k12_ii_stops_at_a_local_minimum_and_ii_greedy_beats_greedy(case):
     pattern, stats, model = case

@@ -22,15 +22,16 @@ from situflow.plan import (
     TreePlan,
     evaluator_for,
 )
-from situflow.plan.matching import Match
-from situflow.plan.space import all_orders, all_trees
+from situflow.plan.evaluator import PlanMatch
 from tests.plan import reference
+from tests.plan.space import all_orders, all_trees
 from tests.plan.strategies import patterns, statistics, streams
+from tests.profiles import scaled
 
-FAST = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=scaled(4), suppress_health_check=[HealthCheck.too_slow])
 
 
-def keys(matches: list[Match]) -> list:
+def keys(matches: list[PlanMatch]) -> list:
     return sorted(m.key() for m in matches)
 
 
@@ -71,7 +72,7 @@ def test_switching_plans_mid_stream_keeps_the_result_set(pattern, events, before
     assert keys(found) == sorted(reference.matches(pattern, events))
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(0.8), suppress_health_check=[HealthCheck.too_slow])
 @given(patterns(), streams())
 def test_every_order_and_every_tree_equals_the_definition(pattern: Pattern, events):
     if pattern.size > 4:

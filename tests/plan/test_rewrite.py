@@ -21,12 +21,13 @@ from situflow.plan import (
     choose_plan,
     evaluator_for,
 )
-from situflow.plan.nested import And, Or, Seq, UnionEvaluator, plan_disjuncts, to_dnf
 from situflow.plan.plans import Join, OrderPlan, TreePlan
-from situflow.plan.rewrite import seq_to_and
-from situflow.plan.space import all_orders, all_trees
 from tests.plan import reference
+from tests.plan.nested import And, Or, Seq, UnionEvaluator, plan_disjuncts, to_dnf
+from tests.plan.rewrite import seq_to_and
+from tests.plan.space import all_orders, all_trees
 from tests.plan.strategies import patterns, statistics, streams
+from tests.profiles import scaled
 
 
 def run(evaluator, events):
@@ -34,7 +35,7 @@ def run(evaluator, events):
     return sorted(m.key() for m in out)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=scaled(1.5))
 @given(patterns(), streams(), statistics())
 def test_k7_seq_becomes_and_with_n_minus_1_order_conditions(pattern, events, stats):
     if pattern.negations or not pattern.sequence:

@@ -115,3 +115,11 @@ def test_a_name_that_cannot_be_part_of_a_topic_name_is_refused_before_connecting
     text = (EXAMPLES / "aggressive_drivers.tps").read_text()
     with pytest.raises(InvalidQueryName, match="query name 'fast drivers' cannot name a topic"):
         asyncio.run(submit("127.0.0.1:1", text, name="fast drivers"))  # nothing listens there
+
+
+def test_registry_progress_not_followed_is_read_at_once_and_counts_nothing() -> None:
+    from topics.registry import RegistryProgress
+
+    progress = RegistryProgress("localhost:9092", followed=False)
+    assert progress.read.is_set() and progress.records == 0 and not progress.followed
+    assert not RegistryProgress("localhost:9092", followed=True).read.is_set()

@@ -8,7 +8,8 @@ import numpy as np
 
 from situflow.events import EventBatch
 from situflow.operator import QueryOptions
-from situflow.tpstream.query import TPStreamQuery, compile
+from situflow.tpstream import compile
+from situflow.tpstream.query import TPStreamQuery
 
 
 def query(text: str) -> TPStreamQuery:

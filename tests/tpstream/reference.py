@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from situflow.tpstream.allen import relation
+from situflow.tpstream.match.allen import relation
 
 
 @dataclass(frozen=True)

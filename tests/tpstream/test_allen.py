@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from situflow.tpstream.allen import INVERSE, RANGES, RELATIONS, relation
-from situflow.tpstream.situations import Situation, SituationBuffer
+from situflow.tpstream.match.allen import INVERSE, RANGES, RELATIONS, relation
+from situflow.tpstream.match.situations import Situation, SituationBuffer
 
 PAIRS = [
     ((1, 3), (5, 8), "before"), ((1, 3), (3, 8), "meets"), ((1, 5), (3, 8), "overlaps"),

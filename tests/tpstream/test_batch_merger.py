@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from situflow.errors import InputError, SequenceError, StateError
-from situflow.tpstream.batch_merger import BatchMerger
-from situflow.tpstream.situation_batches import SituationBatch, derive_batch
+from situflow.tpstream.split.batches import SituationBatch, derive_batch
+from situflow.tpstream.split.merger import BatchMerger
+from tests.profiles import scaled
 from tests.tpstream.harness import query, run
 from tests.tpstream.test_split import batches, derive, match, results, scenarios
 
@@ -30,7 +31,7 @@ def through_json(batch: SituationBatch) -> SituationBatch:
     return SituationBatch.from_dict(json.loads(json.dumps(batch.to_dict())))
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(4), suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.data())
 def test_merged_batches_are_the_sequential_derivation_and_match_like_the_fused_operator(
         scenario, data):

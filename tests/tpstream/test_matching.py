@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from situflow.tpstream.situations import Situation, SituationBuffer
+from situflow.tpstream.match.situations import Situation, SituationBuffer
 from tests.tpstream.harness import batch_of, from_intervals, query, run, summary
 
 EXAMPLES = Path(__file__).parents[2] / "situflow" / "examples"

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from situflow.tpstream.planner import Planner
+from situflow.tpstream.match.planner import Planner
 from tests.tpstream.harness import batch_of, from_intervals, query, run, summary
 
 HEAD = "FROM S DEFINE A AS a = 1, B AS b = 1, C AS c = 1 PATTERN "

@@ -13,7 +13,8 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from situflow.tpstream.allen import RELATIONS
+from situflow.lang.allen import RELATIONS
+from tests.profiles import scaled
 from tests.tpstream import reference
 from tests.tpstream.harness import batch_of, query, run
 
@@ -53,7 +54,7 @@ def text_of(ndef, constraints, bounds, window):
             f"RETURN count(A) AS n")
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(3), suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_matching_equals_the_earliest_certain_reference(scenario):
     ts, conds, constraints, bounds, window, batch = scenario
@@ -71,7 +72,7 @@ def test_matching_equals_the_earliest_certain_reference(scenario):
     assert {tuple(ts_ for ts_, _ in config) for config in final} <= reported
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(1.5), suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_a_zero_window_matches_the_reference_too(scenario):
     """WITHIN 0 is evaluated (``max(te) - min(ts) <= 0``): only situations that start at one
@@ -87,7 +88,6 @@ def test_a_zero_window_matches_the_reference_too(scenario):
     assert all(emitted == config[0][0] for config, emitted in got)
 
 
-@settings(max_examples=100, deadline=None)
 @given(scenarios(), st.integers(1, 5))
 def test_results_do_not_depend_on_batch_size(scenario, other):
     ts, conds, constraints, bounds, window, batch = scenario
@@ -99,7 +99,7 @@ def test_results_do_not_depend_on_batch_size(scenario, other):
         [m.to_dict() for m in run(q, events, other)]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=scaled(2))
 @given(st.data())
 def test_derivation_equals_definition_5_2_with_its_aggregates(data):
     n = data.draw(st.integers(1, 30))

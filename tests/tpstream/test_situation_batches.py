@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from situflow.errors import InputError
-from situflow.tpstream.batch_merger import BatchMerger
-from situflow.tpstream.records import FINISHED, RUNNING, STARTED
-from situflow.tpstream.situation_batches import EventSlicer, SituationBatch, derive_batch
+from situflow.tpstream.split.batches import EventSlicer, SituationBatch, derive_batch
+from situflow.tpstream.split.merger import BatchMerger
+from situflow.tpstream.split.records import FINISHED, RUNNING, STARTED
+from tests.profiles import scaled
 from tests.tpstream.harness import query
 from tests.tpstream.test_split import batches, derive
 
@@ -150,7 +151,7 @@ def slice_all(slicer: EventSlicer, times: list[int], pieces: list[int]) -> list[
     return ends
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=scaled(3))
 @given(st.lists(st.integers(0, 5), min_size=1, max_size=60), st.integers(1, 8), st.integers(0, 6),
        st.data())
 def test_the_batcher_cuts_the_same_batches_however_the_stream_comes(gaps, size, span, data):

@@ -21,11 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from situflow.errors import InputError
-from situflow.tpstream.allen import RELATIONS
+from situflow.lang.allen import RELATIONS
 from situflow.tpstream.query import TPStreamQuery
-from situflow.tpstream.records import FINISHED, RUNNING, STARTED, SituationRecord
-from situflow.tpstream.situation_deriver import SituationDeriver
-from situflow.tpstream.situation_matcher import SituationMatcher
+from situflow.tpstream.split.deriver import SituationDeriver
+from situflow.tpstream.split.matcher import SituationMatcher
+from situflow.tpstream.split.records import FINISHED, RUNNING, STARTED, SituationRecord
+from tests.profiles import scaled
 from tests.tpstream.harness import batch_of, query, run
 
 NAMES = "ABC"
@@ -111,7 +112,7 @@ def results(matches):
     return [(m.to_dict(), m.result_id) for m in matches]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(3), suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.data())
 def test_split_deriver_and_matcher_report_the_fused_operators_matches(scenario, data):
     text, events = scenario
@@ -126,7 +127,7 @@ def test_split_deriver_and_matcher_report_the_fused_operators_matches(scenario, 
     assert results(got) == results(expected)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(1.5), suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.data())
 def test_situation_records_do_not_depend_on_batches_or_restarts(scenario, data):
     text, events = scenario

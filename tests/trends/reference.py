@@ -38,8 +38,8 @@ from situflow.lang.cogra import (
     AndPattern,
     CograQuery,
     Equivalence,
+    KleeneLength,
     KleenePattern,
-    LengthRef,
     NegatedPattern,
     NextRef,
     OrPattern,
@@ -162,9 +162,9 @@ class _Reference:
         for c in query.where:
             if isinstance(c, Equivalence):
                 continue
-            if isinstance(c, ast.Binary) and isinstance(c.left, LengthRef):
+            if isinstance(c, ast.Binary) and isinstance(c.left, KleeneLength):
                 assert isinstance(c.right, ast.Literal) and isinstance(c.right.value, int)
-                self.lengths[c.left.variable] = c.right.value + (c.op == ">")
+                self.lengths[c.left.var] = c.right.value + (c.op == ">")
                 continue
             nxt = [n.variable for n in c.walk() if isinstance(n, NextRef)]
             cur = [n.qualifier for n in c.walk() if isinstance(n, ast.Ref) and n.qualifier]

@@ -10,7 +10,7 @@ import pytest
 from situflow.errors import StateError
 from situflow.operator import QueryOptions
 from situflow.trends.kernel import NEXT_ALG3
-from situflow.trends.operator import Program, TrendOperator
+from situflow.trends.operator import TrendOperator, TrendProgram
 from situflow.trends.query import compile
 from tests.trends import reference
 from tests.trends.harness import ANY, NEXT, batch, query, run, stream
@@ -104,7 +104,7 @@ def test_partitions_of_different_scales_merge_into_one_group() -> None:
 def test_algorithm3_would_lose_trends_where_the_selector_avoids_it() -> None:
     """Forcing Algorithm 3 on SEQ(A+, B+) reproduces the paper's 2 instead of Definition 2.6's 3."""
     compiled = compile(query("COUNT(*)", NEXT, pattern="SEQ(A+, B+)"))
-    forced = Program.build(dataclasses.replace(compiled.plan, mode=NEXT_ALG3))
+    forced = TrendProgram.build(dataclasses.replace(compiled.plan, mode=NEXT_ALG3))
     op = TrendOperator(forced, "query", compiled.query_id)
     results = op.process(batch(stream("a1 b2 a3 b4"))) + op.finish()
     assert results[0].values["COUNT(*)"] == 2
@@ -127,7 +127,7 @@ def test_snapshot_of_another_query_is_refused() -> None:
 def test_state_holds_aggregates_per_open_window_only() -> None:
     op = compile(query("COUNT(*)", ANY, within="WITHIN 10 SLIDE 2")).operator()
     op.process(batch([{"type": "AB"[t % 2], "ts": t} for t in range(10_000)]))
-    assert op.state_size() == {"partitions": 1, "aggregates": 5 * (2 + 1), "kept_events": 0}
+    assert op.stats() == {"partitions": 1, "aggregates": 5 * (2 + 1), "kept_events": 0}
 
 
 def test_a_late_event_never_reopens_an_emitted_window() -> None:

@@ -43,7 +43,7 @@ def test_t2_type_grained_state_after_each_event() -> None:
     assert grew == [1, 1, 3, 6, 0, 10, 22, 32]
     op = compile(query("COUNT(*)", ANY)).operator()
     op.process(batch(stream(RUNNING)))
-    assert op.state_size()["kept_events"] == 0  # only H = {A, B}
+    assert op.stats()["kept_events"] == 0  # only H = {A, B}
 
 
 def test_t3_pattern_grained_trace() -> None:
@@ -125,7 +125,7 @@ def test_t10_state_is_independent_of_the_stream_length(semantics: str, where: st
         op = compile(text).operator()
         events = [{"type": "AB"[i % 2], "ts": i, "attr": i} for i in range(n)]
         op.process(EventBatch.from_records(events))
-        sizes.append(op.state_size())
+        sizes.append(op.stats())
     assert sizes[0]["aggregates"] == sizes[1]["aggregates"]
     if kept is not None:
         assert sizes[0]["kept_events"] == sizes[1]["kept_events"] == kept

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from situflow.errors import ValidationError
 from situflow.trends.query import compile
+from tests.profiles import scaled
 from tests.trends import reference
 from tests.trends.harness import batch, run
 
@@ -214,7 +215,7 @@ def same(got: list[dict], want: list[dict]) -> None:
                                                            abs_tol=1e-9), (key, g, w)
 
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=scaled(1.5), suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.parametrize("semantics", SEMANTICS)
@@ -233,7 +234,7 @@ def test_results_do_not_depend_on_batch_sizes(case: tuple[str, list[dict[str, An
     assert run(text, events, sizes) == run(text, events)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(0.6))
 @given(case=cases(max_events=14), cut=st.integers(0, 14))
 def test_snapshot_restore_continues_exactly(case: tuple[str, list[dict[str, Any]]],
                                             cut: int) -> None:

@@ -15,8 +15,8 @@ from typing import Any
 
 import faust
 
-from workers.app import ServiceMetrics
 from workers.failures import CrashRecord
+from workers.metrics import ServiceMetrics
 
 
 @dataclass(frozen=True)

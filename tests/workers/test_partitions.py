@@ -28,6 +28,7 @@ from faust.types import TP
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.profiles import scaled
 from workers.partitions import PartitionStates, checkpoint_key, checkpoints
 
 TOPICS = ("cars", "situations")
@@ -465,7 +466,7 @@ def scenarios(draw: st.DrawFn) -> tuple[Consumer, dict[str, bytes], bool]:
     return consumer, checkpoint(logs, upto), exactly_once
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=scaled(3))
 @given(scenarios())
 def test_any_checkpoint_and_any_delivery_give_the_state_of_the_whole_input(
         scenario: tuple[Consumer, dict[str, bytes], bool]) -> None:

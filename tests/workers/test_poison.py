@@ -200,20 +200,20 @@ def test_a_derivers_state_over_a_list_valued_key_encodes_and_restores() -> None:
     serializable``."""
     from situflow.codecs.arrow_events import batch_from_events
     from situflow.events import EventBatch
+    from situflow.languages import compile_query
     from situflow.operator import QueryOptions
-    from situflow.queries import compile_query
-    from workers.evaluation import Evaluation, load, store
-    from workers.situation_matching import over_events
+    from situflow.runtime import PartitionOperators
+    from situflow.tpstream.split.halves import as_deriver
     from workers.up import REPO_ROOT
 
     text = (REPO_ROOT / "situflow/examples/aggressive_drivers.tps").read_text()
-    query = over_events(compile_query(text, QueryOptions(name="q")))
+    query = as_deriver(compile_query(text, QueryOptions(name="q")))
     operator = query.operator()
     rows = [{"ts": t, "car_id": [1], "speed": 100, "accel": 1} for t in range(5)]
     operator.process(EventBatch.from_arrow(batch_from_events(rows), time_field="ts",
                                            seq=np.arange(5, dtype=np.int64)))
-    stored = json.loads(json.dumps(store(Evaluation({"q": (query.query_id, operator)}, {})),
-                                   default=plain))
-    evaluation = load(stored)
+    checkpoint = PartitionOperators({"q": (query.query_id, operator)}, {}).encode()
+    stored = json.loads(json.dumps(checkpoint, default=plain))
+    evaluation = PartitionOperators.decode(stored)
     assert evaluation.snapshots["q"]["id"] == query.query_id
     query.restore(evaluation.snapshots["q"]["operator"])

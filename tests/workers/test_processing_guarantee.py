@@ -23,8 +23,10 @@ from faust.streams import _current_event
 from faust.transport.consumer import TransactionManager
 from faust.types.enums import ProcessingGuarantee
 
-from workers.app import ServiceConfig, make_app
+from workers import faust_patches
+from workers.app import make_app
 from workers.broker import EmbeddedBroker
+from workers.settings import ServiceConfig
 
 REPO = Path(__file__).parents[2]
 
@@ -65,6 +67,7 @@ class Producer:
 def test_output_joins_the_transaction_of_the_input_partition_being_handled() -> None:
     """Whatever partition a record goes to: a matcher handling partition 2 of its input sends
     a result keyed to partition 0 and its checkpoint, and the timer sends a tick."""
+    faust_patches.transactions_by_input()
     producer = Producer()
     app = SimpleNamespace(conf=SimpleNamespace(id="situflow-matcher"),
                           assignor=SimpleNamespace(group_for_topic={"cars.ordered": 0}.get))

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from situflow.languages import compile_query
 from situflow.operator import QueryOptions
-from situflow.queries import compile_query
 from topics.catalog import StreamSpec
 from topics.registry import (
     QueryRecord,

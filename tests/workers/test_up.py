@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from situflow.settings import KafkaSettings
 from topics.catalog import StreamSpec
-from workers.settings import KafkaSettings
 from workers.up import Backoff, Pipeline, ServiceProcess
 
 #: What each stand-in service does.

@@ -1,0 +1,116 @@
+"""The archive's segment format: file names, paths, the metadata of a segment, the roll policy
+and how a Kafka message becomes rows (package docstring)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from situflow.codecs import arrow_events
+from situflow.errors import InputError
+
+#: Columns the archive adds to every row.
+ARCHIVE_SEQ = "_situflow_archive_seq"
+ARCHIVE_OFFSET = "_situflow_offset"
+#: Parquet key-value metadata key of a segment's :class:`SegmentMeta` (JSON).
+META_KEY = "situflow.archive"
+SEGMENT_SUFFIX = ".parquet"
+#: Rows per Parquet row group: the unit a reader of the offline path skips by statistics.
+ROW_GROUP_ROWS = 65_536
+
+
+@dataclass(frozen=True)
+class SegmentPolicy:
+    """When the open segment is written: at ``rows`` rows, when a message's first event falls
+    in a later event-time bucket of ``span`` units than the segment's first (0: never by time),
+    and after ``seconds`` open."""
+
+    rows: int = 100_000
+    span: int = 3_600_000
+    seconds: float = 60.0
+
+    def bucket(self, ts: int | None) -> int | None:
+        """The event-time bucket of ``ts`` (None without a time or a span).
+
+        >>> SegmentPolicy(span=100).bucket(250), SegmentPolicy(span=0).bucket(250)
+        (2, None)
+        """
+        return None if ts is None or self.span <= 0 else ts // self.span
+
+
+@dataclass(frozen=True)
+class SegmentMeta:
+    """What a segment holds: rows ``first_seq`` up to (excluding) ``next_seq``, from the
+    messages at ``first_offset``..``last_offset``, with event times ``min_ts``..``max_ts``."""
+
+    topic: str
+    partition: int
+    first_seq: int
+    next_seq: int
+    first_offset: int
+    last_offset: int
+    min_ts: int | None = None
+    max_ts: int | None = None
+
+    @property
+    def rows(self) -> int:
+        return self.next_seq - self.first_seq
+
+
+def segment_name(first_seq: int) -> str:
+    """A segment's file name: its first seq, zero-padded so that names sort in seq order.
+
+    >>> segment_name(42)
+    '00000000000000000042.parquet'
+    """
+    return f"{first_seq:020d}{SEGMENT_SUFFIX}"
+
+
+def partition_dir(root: Path, topic: str, partition: int) -> Path:
+    return root / topic / f"partition={partition}"
+
+
+def segment_paths(directory: Path) -> list[Path]:
+    """The segments of one topic partition in seq order (temporary files are not segments)."""
+    return sorted(p for p in directory.glob(f"*{SEGMENT_SUFFIX}") if not p.name.startswith("."))
+
+
+def read_meta(path: Path) -> SegmentMeta:
+    metadata = pq.read_schema(path).metadata or {}
+    return SegmentMeta(**json.loads(metadata[META_KEY.encode()]))
+
+
+def decode_rows(value: bytes | None, headers: Any, time_field: str) -> pa.Table | None:
+    """A message's events as a table (None if it holds none): an Arrow IPC stream (which must
+    have ``time_field``, as every event batch does) or one JSON object.
+
+    >>> decode_rows(b'{"ts": 3, "values": {"n": 1}}', None, "ts").to_pylist()
+    [{'ts': 3, 'values': '{"n": 1}'}]
+    """
+    if value is None:
+        raise InputError("empty message (null value)")
+    if arrow_events.is_arrow(headers):
+        batch = arrow_events.decode_batch(value, time_field=time_field)
+        return pa.Table.from_batches([batch]) if batch.num_rows else None
+    try:
+        event = json.loads(value)
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise InputError(f"invalid JSON: {exc}") from None
+    if not isinstance(event, dict):
+        raise InputError(f"expected a JSON object, got {type(event).__name__}")
+    # Nested values as text: their shapes vary between results, a Parquet schema cannot.
+    flat = {k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in event.items()}
+    return pa.Table.from_batches([arrow_events.batch_from_events([flat])])
+
+
+def time_column(table: pa.Table, time_field: str) -> pa.ChunkedArray | None:
+    """The integer event-time column of ``table`` (None if it has none)."""
+    index = table.schema.get_field_index(time_field)
+    if index < 0 or not pa.types.is_integer(table.schema.field(index).type):
+        return None
+    return table.column(index)

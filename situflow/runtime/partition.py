@@ -1,0 +1,58 @@
+"""The operators of one input partition: per query its operator, per key its position.
+
+Per input partition a service runs one core operator per query over every key of the
+partition, as ``situflow run`` evaluates the partition's events. The checkpoint of a
+partition is :meth:`PartitionOperators.encode`: each query's operator snapshot, with the id of
+the query text it belongs to (a changed query starts afresh), and per key the position (event
+time, input seq) of the last event evaluated (:mod:`situflow.runtime.dedup`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from situflow.operator import Operator
+from situflow.runtime.queryset import QuerySet
+
+
+@dataclass
+class PartitionOperators:
+    """One input partition: per query name its (query id, operator); per key its position."""
+
+    operators: dict[str, tuple[str, Operator]]
+    positions: dict[str, list[int]]
+    version: int = -1  # of the query set the operators were last synchronised with
+    snapshots: dict[str, dict[str, Any]] = field(default_factory=dict)  # not yet restored
+
+    def sync(self, queries: QuerySet) -> None:
+        """Start operators for new queries (restored if the checkpoint has one), drop removed."""
+        if self.version == queries.version:
+            return
+        for name in set(self.operators) - set(queries.compiled):
+            del self.operators[name]
+        for name, query in queries.compiled.items():
+            current = self.operators.get(name)
+            if current is not None and current[0] == query.query_id:
+                continue
+            stored = self.snapshots.pop(name, None)
+            if stored is not None and stored["id"] == query.query_id:
+                operator = query.restore(stored["operator"])
+            else:
+                operator = query.operator()
+            self.operators[name] = (query.query_id, operator)
+        self.version = queries.version
+
+    @classmethod
+    def decode(cls, value: Any) -> PartitionOperators:
+        """The partition as :meth:`encode` stored it (None: a partition never checkpointed);
+        its operators start at the first :meth:`sync`."""
+        if value is None:
+            return cls({}, {})
+        return cls({}, value["positions"], snapshots=value["queries"])
+
+    def encode(self) -> dict[str, Any]:
+        """The partition's checkpoint: plain data, for JSON."""
+        queries = {name: {"id": query_id, "operator": operator.snapshot()}
+                   for name, (query_id, operator) in self.operators.items()}
+        return {"queries": queries, "positions": self.positions}
