@@ -27,8 +27,8 @@ from typing import IO
 
 import numpy as np
 
-from situflow.codecs.event_types import carried, conform
 from situflow.errors import EXIT_INPUT, EXIT_QUERY, InputError, QueryError
+from situflow.event_types import carried, conform
 from situflow.events import EventBatch
 from situflow.io.jsonl import Block, Fields, read_blocks
 from situflow.lang.attributes import AttributeTypes

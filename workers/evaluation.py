@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from situflow.codecs.event_types import conform
 from situflow.codecs.json_events import encode_event
 from situflow.errors import InputError, SequenceError
+from situflow.event_types import conform
 from situflow.events import EventBatch
 from situflow.operator import CompiledQuery, Operator
 from situflow.runtime import (
@@ -225,7 +225,7 @@ class EvaluatingService:
     async def typed(self, name: str, event: Any, events: EventBatch
                     ) -> tuple[EventBatch, list[Any]]:
         """The events of a message that follow query ``name``'s typing rule
-        (:mod:`situflow.codecs.event_types`), and the deliveries of the others to the DLQ."""
+        (:mod:`situflow.event_types`), and the deliveries of the others to the DLQ."""
         accepted = conform(events, self.queries.types[name])
         deliveries = [await self.reject(event, events, seq, f"query {name}: {reason}")
                       for seq, reason in accepted.rejected]
@@ -233,7 +233,7 @@ class EvaluatingService:
         return accepted.batch, deliveries
 
     async def reject(self, event: Any, events: EventBatch, seq: int, reason: str) -> Any:
-        """Send one event that breaks a query's typing rule (:mod:`situflow.codecs.event_types`)
+        """Send one event that breaks a query's typing rule (:mod:`situflow.event_types`)
         to ``<stream>.dlq`` alone, as a JSON event, with the reason; the message's other events
         are evaluated."""
         i = int(np.flatnonzero(events.seq == seq)[0])

@@ -9,8 +9,8 @@ import pyarrow as pa
 
 from situflow.codecs import arrow_events
 from situflow.codecs.errors import InputError
-from situflow.codecs.event_types import arrow_key_problem, key_problem
 from situflow.codecs.json_events import decode_event
+from situflow.event_types import arrow_key_problem, key_problem
 from situflow.kslack.positions import input_seq, json_table
 
 #: What a JSON event came in: to its source message, Kafka's in the service.
@@ -40,7 +40,7 @@ def decode_input(value: bytes | None, headers: Any, time_field: str, time_unit: 
 def check_partition_key(key_fields: Iterable[str], names: Any,
                         problem: Callable[[str], str | None]) -> None:
     """Raise InputError when a key field is not among ``names``, or ``problem(name)`` says its
-    value is no single value (the typing rule, :mod:`situflow.codecs.event_types`): downstream
+    value is no single value (the typing rule, :mod:`situflow.event_types`): downstream
     state is split by them."""
     for name in key_fields:
         if name not in names:

@@ -1,5 +1,5 @@
 """What a query requires of its events' attributes: the query half of the typing rule
-(SEMANTICS.md, "Event time and types"; the event half is :mod:`situflow.codecs.event_types`).
+(SEMANTICS.md, "Event time and types"; the event half is :mod:`situflow.event_types`).
 
 An attribute is *numeric* when the query uses it with numbers: an operand of arithmetic or of a
 unary minus, the argument of ``sum avg min max``, a side of a comparison whose other side is a

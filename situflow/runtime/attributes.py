@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from situflow.codecs.event_types import carried
+from situflow.event_types import carried
 from situflow.events import EventBatch
 
 

@@ -11,13 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from situflow.codecs.event_types import arrow_key_problem, conform
+from situflow.event_types import arrow_key_problem, conform
 from situflow.events import EventBatch
 from situflow.lang.attributes import AttributeTypes
 from situflow.languages import compile_query
 from tests.profiles import scaled
 
-EXAMPLES = Path(__file__).parents[2] / "situflow" / "examples"
+EXAMPLES = Path(__file__).parents[1] / "situflow" / "examples"
 
 
 @pytest.mark.parametrize(("example", "numeric", "keys"), [
