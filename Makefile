@@ -24,9 +24,9 @@ test: lint typecheck pytest
 # Layers: the import-linter contracts of pyproject.toml (circles: tests/test_core_boundary.py).
 # Dead code: vulture over the code and its tests (code only tests use counts as used).
 lint: $(STAMP)
-	$(VENV)/bin/ruff check situflow workers topics tests bench
+	$(VENV)/bin/ruff check situflow workers topics batch tests bench
 	$(VENV)/bin/lint-imports --no-cache
-	$(VENV)/bin/vulture situflow workers topics tests bench vulture_whitelist.py \
+	$(VENV)/bin/vulture situflow workers topics batch tests bench vulture_whitelist.py \
 	  --ignore-decorators '@field_validator,@model_validator,@*.agent,@*.page,@*.task,@*.timer,@pytest.fixture' \
 	  --ignore-names 'pytestmark,pytest_*,settings_customise_sources,env_settings,dotenv_settings,file_secret_settings,exc_type,tb,frame,sender,receiver,exc_info'
 

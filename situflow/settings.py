@@ -316,6 +316,9 @@ class ServiceSettings(_Settings):
         "event time one segment spans (0: no limit by time)"))
     archive_segment_seconds: float = Field(60.0, gt=0, description=(
         "seconds a segment stays open at most"))
+    archive_block_rows: int = Field(16_384, ge=1, description=(
+        "rows per Parquet row group: a block of the lightweight index the offline path prunes "
+        "and aggregates by"))
     # Processes and the CLI
     log_level: str = Field("warn", description="log level of the services situflow up starts")
     device: Literal["cpu", "opencl", "auto"] = Field("cpu", description=(

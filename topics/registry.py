@@ -327,13 +327,62 @@ async def read_statuses(kafka: str | KafkaSettings, *, topic: str | None = None
                         ) -> dict[str, QueryStatus]:
     """The last status of each query name: the status topic of registry ``topic`` read to
     its end (created if missing, as the registry is)."""
-    settings = _settings(kafka)
+    statuses: dict[str, QueryStatus] = {}
+    for message in await _status_records(_settings(kafka), topic):
+        status = decode_status(message.value)
+        if message.key is not None and status is not None:
+            statuses[message.key.decode(errors="replace")] = status
+    return statuses
+
+
+@dataclass(frozen=True)
+class QueryStart:
+    """Where a service began to evaluate query ``query_id`` on one partition of
+    ``<stream>.ordered``: the offset of the first message it evaluated it on. The backfill's
+    hand-off (batch/README.md, "Backfill") reads it from the status topic, under the key
+    ``<name>/start/<partition>``, which :func:`read_statuses` skips."""
+
+    name: str
+    query_id: str
+    partition: int
+    offset: int
+    service: str
+
+
+def encode_start(start: QueryStart) -> tuple[bytes, bytes]:
+    value = {"name": start.name, "id": start.query_id, "partition": start.partition,
+             "offset": start.offset, "service": start.service}
+    return f"{start.name}/start/{start.partition}".encode(), json.dumps(value).encode()
+
+
+async def read_starts(kafka: str | KafkaSettings, name: str, query_id: str, *,
+                      topic: str | None = None) -> dict[int, int]:
+    """Per partition of the ordered topic, the earliest offset from which a service evaluates
+    query ``name`` with id ``query_id`` (:class:`QueryStart`; partitions not begun are absent)."""
+    starts: dict[int, int] = {}
+    for message in await _status_records(_settings(kafka), topic):
+        try:
+            fields = json.loads(message.value) if message.value is not None else None
+            if not isinstance(fields, dict) or "offset" not in fields or \
+                    fields.get("name") != name or fields.get("id") != query_id:
+                continue
+            partition, offset = int(fields["partition"]), int(fields["offset"])
+        except (ValueError, KeyError, TypeError):
+            continue  # another record of the status topic
+        starts[partition] = min(offset, starts.get(partition, offset))
+    return starts
+
+
+async def _status_records(settings: KafkaSettings, topic: str | None
+                          ) -> list[ConsumerRecord[Any, Any]]:
+    """Every record of the status topic of registry ``topic``, read to its end (the topic is
+    created if missing, as the registry is)."""
     spec = status_topic(status_topic_name(topic))
     await create_topics(settings, [spec])
     consumer = AIOKafkaConsumer(**settings.client_kwargs(), group_id=None,
                                 enable_auto_commit=False)
     partition = TopicPartition(spec.name, _PARTITION)
-    statuses: dict[str, QueryStatus] = {}
+    records: list[ConsumerRecord[Any, Any]] = []
     await consumer.start()
     try:
         consumer.assign([partition])
@@ -341,13 +390,10 @@ async def read_statuses(kafka: str | KafkaSettings, *, topic: str | None = None
         end = (await consumer.end_offsets([partition]))[partition]
         while await consumer.position(partition) < end:
             fetched = await consumer.getmany(partition, timeout_ms=500)
-            for message in fetched.get(partition, ()):
-                status = decode_status(message.value)
-                if message.key is not None and status is not None:
-                    statuses[message.key.decode(errors="replace")] = status
+            records.extend(fetched.get(partition, ()))
     finally:
         await consumer.stop()
-    return statuses
+    return records
 
 
 async def _write(settings: KafkaSettings, topic: str, key: bytes, value: bytes | None) -> None:

@@ -9,7 +9,9 @@ written, which is what makes every row land in exactly one segment (:mod:`situfl
 Metrics besides every service's: ``situflow_archive_segments``, ``situflow_archive_bytes``,
 ``situflow_archive_adopted_segments`` (a crash's or a rebalance's trace) and
 ``situflow_archive_open_rows``. Settings (:mod:`situflow.settings`): ``SITUFLOW_ARCHIVE_DIR``,
-``SITUFLOW_ARCHIVE_TOPICS`` and ``SITUFLOW_ARCHIVE_SEGMENT_*``. Design: ARCHITECTURE.md#offline-path.
+``SITUFLOW_ARCHIVE_TOPICS``, ``SITUFLOW_ARCHIVE_SEGMENT_*`` and ``SITUFLOW_ARCHIVE_BLOCK_ROWS``
+(rows per row group). It writes ``<stream>.ordered/_stream.json`` (:mod:`situflow.archive.stream`)
+at start. Design: ARCHITECTURE.md#offline-path.
 
 Run: ``python -m workers.archiver worker``.
 """
@@ -23,7 +25,14 @@ from typing import Any
 import faust
 from prometheus_client import Counter, Gauge
 
-from situflow.archive import PartitionArchive, Segment, SegmentPolicy, decode_rows
+from situflow.archive import (
+    PartitionArchive,
+    Segment,
+    SegmentPolicy,
+    StreamSettings,
+    decode_rows,
+    open_archive,
+)
 from situflow.errors import InputError
 from topics.catalog import stream_topics
 from workers.app import (
@@ -44,8 +53,11 @@ def build_app(config: ServiceConfig) -> faust.App:
     stream, settings = config.stream, config.settings
     root = Path(settings.archive_dir)
     policy = SegmentPolicy(settings.archive_segment_rows, settings.archive_segment_span,
-                           settings.archive_segment_seconds)
+                           settings.archive_segment_seconds, settings.archive_block_rows)
     _, ordered_name, _, dlq_name = (spec.name for spec in stream_topics(stream))
+    # How the offline path reads the stream's events: as the services do.
+    open_archive(root).write_settings(ordered_name, StreamSettings(
+        stream.name, stream.time_field, stream.time_unit, key_fields=stream.key_fields))
     inputs = tuple(dict.fromkeys((ordered_name, *settings.archive_topics)))
     app = make_app(f"situflow-archiver-{stream.name}", config)
     metrics = ServiceMetrics(app, "archiver", inputs=inputs,

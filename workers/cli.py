@@ -127,6 +127,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     submit.add_argument("--time-unit", type=float, metavar="SECONDS",
                         help="the stream's seconds per event-time tick, which converts the "
                              "query's durations (default: $SITUFLOW_TIME_UNIT, else 1)")
+    submit.add_argument("--backfill-from", type=int, metavar="T",
+                        help="also publish the results of the archived events from time T up "
+                             "to where the services begin the query (batch/README.md, Backfill)")
+    submit.add_argument("--archive", metavar="URI", help="the archive the backfill reads "
+                                                         "(default: $SITUFLOW_ARCHIVE_DIR)")
     submit.set_defaults(command=_query_submit)
     listing = actions.add_parser("list", parents=[connection], help="print the registered queries")
     listing.add_argument("--json", action="store_true",
@@ -261,6 +266,8 @@ def _query_submit(args: argparse.Namespace) -> int:
                             time_unit=env.time_unit if args.time_unit is None else args.time_unit)
     except ValueError as exc:
         raise CommandError(str(exc), EXIT_QUERY) from None
+    if args.backfill_from is not None:
+        return _submit_with_backfill(args, stream, name, text)
     try:
         record = _with_broker(args, lambda kafka: submit(
             kafka, text, name=name, source_path=str(args.query), stream=stream))
@@ -274,6 +281,29 @@ def _query_submit(args: argparse.Namespace) -> int:
         raise CommandError(f"{exc}; choose another with --name", EXIT_QUERY) from None
     print(f"registered {record.name}: {record.language} query {record.query_id}, "
           f"results in {record.output_topic}")
+    return 0
+
+
+def _submit_with_backfill(args: argparse.Namespace, stream: Any, name: str, text: str) -> int:
+    """``query submit --backfill-from``: register, then hand off (batch/backfill.py)."""
+    import dataclasses
+
+    from situflow.archive import open_archive
+    from workers.handoff import submit_with_backfill
+
+    env = _settings()
+    stream = dataclasses.replace(stream, time_field=env.time_field)
+    try:
+        record, published = submit_with_backfill(
+            args.query, stream=stream, archive=open_archive(args.archive or env.archive_dir),
+            lo=args.backfill_from, kafka=env.kafka, name=name)
+    except QueryError as exc:
+        print(exc.render(str(args.query), text), file=sys.stderr)
+        return EXIT_QUERY
+    except SituflowError as exc:  # refused, or the hand-off cannot complete: says why
+        raise CommandError(str(exc)) from None
+    print(f"registered {record.name}: {record.language} query {record.query_id}, results in "
+          f"{record.output_topic}; backfilled {published} results from {args.backfill_from}")
     return 0
 
 

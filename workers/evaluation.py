@@ -50,7 +50,13 @@ from topics.catalog import (
     stream_topics,
 )
 from topics.create import create_topics
-from topics.registry import QueryStatus, encode_status, status_topic_name
+from topics.registry import (
+    QueryStart,
+    QueryStatus,
+    encode_start,
+    encode_status,
+    status_topic_name,
+)
 from workers.app import (
     dlq_headers,
     make_app,
@@ -77,6 +83,18 @@ STATUS_INTERVAL = 5.0
 Operators = Sequence[tuple[str, tuple[str, Operator]]]
 #: Sends what one query's operator gave for a message; returns the deliveries.
 Emit = Callable[[str, str, Sequence[Any]], Awaitable[list[Any]]]
+
+
+def encode_result(result: Any) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+    """The (key, value, headers) of one result in its output topic: the JSON record with its
+    id, keyed by its partition key or group; the backfill (``batch/backfill.py``) sends the
+    same, so consumers de-duplicate across both."""
+    result_id = result.result_id
+    values = result.to_dict()
+    values["id"] = result_id
+    key = values.get("key", values.get("group"))
+    return (json.dumps(key).encode(), json.dumps(values).encode(),
+            [(RESULT_ID_HEADER, result_id.encode())])
 
 
 def check_stream(config: ServiceConfig) -> None:
@@ -126,6 +144,7 @@ class EvaluatingService:
         self.unseen = UnseenAttributes()
         self.status_sent: dict[str, float] = {}  # query name -> monotonic time
         self.status = self.topic(status_topic_name())
+        self.begun: set[tuple[str, str, int]] = set()  # (query, id, partition): note_start
         crashes = CrashRecord(config.data_dir, settings.quarantine_after, settings.crash_window)
         self.states = PartitionStates(
             app, state_table(app, table, config, "per input partition: query operators and key "
@@ -203,6 +222,8 @@ class EvaluatingService:
         output; the deliveries. A message no operator reads is not decoded."""
         if not operators:
             return []
+        for name, (query_id, _) in operators:
+            await self.note_start(name, query_id, event.message)
         try:
             events = self.new_events(state, event)
         except InputError as exc:
@@ -221,6 +242,18 @@ class EvaluatingService:
         if errors:
             deliveries.append(await self.dead_letter(event, "; ".join(errors)))
         return deliveries
+
+    async def note_start(self, name: str, query_id: str, message: Any) -> None:
+        """Record, once per query and partition in this process, the offset of the first
+        message evaluated for it (:class:`topics.registry.QueryStart`): the backfill hands off
+        there. A restarted worker records a later offset; readers take the earliest."""
+        begun = (name, query_id, message.partition)
+        if begun in self.begun:
+            return
+        self.begun.add(begun)
+        key, value = encode_start(QueryStart(name, query_id, message.partition, message.offset,
+                                             self.service))
+        await self.status.send(key=key, value=value)
 
     async def typed(self, name: str, event: Any, events: EventBatch
                     ) -> tuple[EventBatch, list[Any]]:
@@ -338,13 +371,8 @@ class EvaluatingService:
             topic = self.outputs[name] = self.topic(spec.name)
         deliveries = []
         for result in results:
-            result_id = result.result_id
-            values = result.to_dict()
-            values["id"] = result_id
-            key = values.get("key", values.get("group"))
-            deliveries.append(await topic.send(
-                key=json.dumps(key).encode(), value=json.dumps(values).encode(),
-                headers=[(RESULT_ID_HEADER, result_id.encode())]))
+            key, value, headers = encode_result(result)
+            deliveries.append(await topic.send(key=key, value=value, headers=headers))
         self.metrics.messages_out(self.service, topic.get_topic_name()).inc(len(results))
         self.metrics.events_out(self.service, topic.get_topic_name()).inc(len(results))
         return deliveries

@@ -14,8 +14,16 @@ repeat and are never replaced; a file whose name starts with ``.`` is a writer's
 not a segment. :class:`SegmentLog` (``log.py``) is the writer side and its exactly-once
 guarantee; :func:`read_archive` the reader side. This package imports no Kafka client: the
 archiver service (:mod:`workers.archiver`) feeds it, the offline jobs read it.
+
+For the offline path (thesis chapter 3) the archive is indexed: each row group of a segment is
+a *block* of the lightweight index, whose aggregates a sidecar keeps (:mod:`.blocks`);
+:func:`open_archive` reads an archive on any pyarrow file system by blocks and columns
+(:mod:`.location`); ``_stream.json`` says how to read a stream's events (:mod:`.stream`);
+:mod:`.checks` names what is wrong with an archive.
 """
 
+from situflow.archive.blocks import AttrStats, Block
+from situflow.archive.checks import ArchiveError
 from situflow.archive.format import (
     ARCHIVE_OFFSET,
     ARCHIVE_SEQ,
@@ -28,12 +36,16 @@ from situflow.archive.format import (
     segment_name,
     segment_paths,
 )
+from situflow.archive.location import Archive, SegmentInfo, build_blocks, open_archive, stream_settings
 from situflow.archive.log import PartitionArchive, SegmentLog
 from situflow.archive.reader import read_archive
+from situflow.archive.stream import StreamSettings, ordered_topic
 from situflow.archive.writer import Segment, write_segment
 
 __all__ = [
-    "ARCHIVE_OFFSET", "ARCHIVE_SEQ", "META_KEY", "PartitionArchive", "Segment", "SegmentLog",
-    "SegmentMeta", "SegmentPolicy", "decode_rows", "partition_dir", "read_archive", "read_meta",
-    "segment_name", "segment_paths", "write_segment",
+    "ARCHIVE_OFFSET", "ARCHIVE_SEQ", "META_KEY", "Archive", "ArchiveError", "AttrStats", "Block",
+    "PartitionArchive", "Segment", "SegmentInfo", "SegmentLog", "SegmentMeta", "SegmentPolicy",
+    "StreamSettings", "build_blocks", "decode_rows", "open_archive", "ordered_topic",
+    "partition_dir", "read_archive", "read_meta", "segment_name", "segment_paths",
+    "stream_settings", "write_segment",
 ]

@@ -20,19 +20,21 @@ ARCHIVE_OFFSET = "_situflow_offset"
 #: Parquet key-value metadata key of a segment's :class:`SegmentMeta` (JSON).
 META_KEY = "situflow.archive"
 SEGMENT_SUFFIX = ".parquet"
-#: Rows per Parquet row group: the unit a reader of the offline path skips by statistics.
-ROW_GROUP_ROWS = 65_536
+#: Rows per Parquet row group, a *block* of the lightweight index (thesis §3.2.1): the unit a
+#: reader of the offline path skips by statistics and aggregates without reading rows.
+BLOCK_ROWS = 16_384
 
 
 @dataclass(frozen=True)
 class SegmentPolicy:
     """When the open segment is written: at ``rows`` rows, when a message's first event falls
     in a later event-time bucket of ``span`` units than the segment's first (0: never by time),
-    and after ``seconds`` open."""
+    and after ``seconds`` open; ``block_rows`` rows per row group (block)."""
 
     rows: int = 100_000
     span: int = 3_600_000
     seconds: float = 60.0
+    block_rows: int = BLOCK_ROWS
 
     def bucket(self, ts: int | None) -> int | None:
         """The event-time bucket of ``ts`` (None without a time or a span).
@@ -103,9 +105,14 @@ def decode_rows(value: bytes | None, headers: Any, time_field: str) -> pa.Table 
         raise InputError(f"invalid JSON: {exc}") from None
     if not isinstance(event, dict):
         raise InputError(f"expected a JSON object, got {type(event).__name__}")
-    # Nested values as text: their shapes vary between results, a Parquet schema cannot.
-    flat = {k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in event.items()}
-    return pa.Table.from_batches([arrow_events.batch_from_events([flat])])
+    # Nested values as JSON text (marked so, as K-slack marks them, so that a reader gets the
+    # values back): their shapes vary between results, a Parquet schema cannot.
+    nested = {k for k, v in event.items() if isinstance(v, dict | list)}
+    flat = {k: json.dumps(v) if k in nested else v for k, v in event.items()}
+    batch = arrow_events.batch_from_events([flat])
+    schema = pa.schema([f.with_metadata(arrow_events.JSON_TEXT) if f.name in nested else f
+                        for f in batch.schema])
+    return pa.Table.from_batches([batch]).cast(schema)
 
 
 def time_column(table: pa.Table, time_field: str) -> pa.ChunkedArray | None:

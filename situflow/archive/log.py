@@ -44,7 +44,7 @@ from situflow.archive.format import (
     segment_name,
     time_column,
 )
-from situflow.archive.writer import Segment, write_segment
+from situflow.archive.writer import Segment, ensure_sidecar, write_segment
 from situflow.errors import StateError
 
 logger = logging.getLogger(__name__)
@@ -157,7 +157,9 @@ class SegmentLog:
                                None if span is None else span["min"].as_py(),
                                None if span is None else span["max"].as_py())
             try:
-                written.append(write_segment(self.directory, table, meta))
+                written.append(write_segment(self.directory, table, meta,
+                                             block_rows=self.policy.block_rows,
+                                             time_field=self.time_field))
             except FileExistsError:
                 self._adopt(read_meta(self.directory / segment_name(self.next_seq)))
                 continue
@@ -193,6 +195,8 @@ class SegmentLog:
                     meta.first_seq, meta.next_seq - 1, meta.first_offset, meta.last_offset)
         if self.on_adopt is not None:
             self.on_adopt(meta)
+        # Its writer may have crashed between the segment and its block index.
+        ensure_sidecar(self.directory / segment_name(meta.first_seq), self.time_field)
         covered = [p for p in self._open if p.offset <= meta.last_offset]
         rest = self._open[len(covered):]
         first = next((p.rows for p in rest if p.rows is not None), None)

@@ -30,6 +30,8 @@ from situflow.archive import (
     segment_paths,
     write_segment,
 )
+from situflow.archive.blocks import sidecar_name
+from situflow.codecs.arrow_events import is_json_text
 from situflow.errors import InputError, StateError
 
 TOPIC, PARTITION = "cars.ordered", 1
@@ -168,7 +170,9 @@ def test_a_segment_file_is_never_replaced(tmp_path: Path) -> None:
     with pytest.raises(FileExistsError):
         write_segment(tmp_path, table([{"ts": 2}]), meta)
     assert read_meta(written.path) == meta
-    assert [p.name for p in tmp_path.iterdir()] == [segment_name(0)]  # no temporary file left
+    # No temporary file left: the segment and its block index only.
+    assert sorted(p.name for p in tmp_path.iterdir()) == [sidecar_name(segment_name(0)),
+                                                          segment_name(0)]
 
 
 @pytest.mark.parametrize(("value", "headers", "expected"), [
@@ -181,6 +185,7 @@ def test_json_messages_decode_to_one_row_with_nested_values_as_text(
 ) -> None:
     rows = decode_rows(value, headers, "ts")
     assert rows is not None and rows.to_pylist() == expected
+    assert [is_json_text(f) for f in rows.schema] == [f in ("bindings",) for f in rows.schema.names]
 
 
 @pytest.mark.parametrize(("value", "reason"), [

@@ -25,10 +25,13 @@ from aiokafka import AIOKafkaProducer
 from situflow.archive import (
     ARCHIVE_OFFSET,
     ARCHIVE_SEQ,
+    StreamSettings,
+    open_archive,
     partition_dir,
     read_archive,
     read_meta,
     segment_paths,
+    stream_settings,
 )
 from situflow.codecs.arrow_events import HEADERS, batch_from_events, encode_batch
 from situflow.settings import KafkaSettings
@@ -129,6 +132,13 @@ def assert_archived_exactly_once(root: Path, topic: str, messages: list[Sent]) -
             "every segment starts where the one before it ends"
 
 
+def assert_indexed(root: Path, topic: str, rows: int) -> None:
+    """Every segment of ``topic`` has its block index, and the blocks cover every row."""
+    archive = open_archive(root)
+    assert archive.check(topic) == [], "a segment lacks its block index, or worse"
+    assert sum(b.count for p in range(PARTITIONS) for b in archive.blocks(topic, p)) == rows
+
+
 @pytest.fixture
 def archive_env(tmp_path: Path) -> dict[str, str]:
     return {"SITUFLOW_ARCHIVE_DIR": str(tmp_path / "archive"),
@@ -168,6 +178,9 @@ def test_every_event_and_result_is_archived_once_with_a_dense_seq_in_topic_order
                f"the archiver to write all {event_count} events")
     assert_archived_exactly_once(root, ordered, events)
     assert_archived_exactly_once(root, results, answers)
+    assert_indexed(root, ordered, event_count)
+    assert stream_settings(root, ordered) == StreamSettings(archiver.stream.name,
+                                                            key_fields=("car_id",))
 
     values = metrics(service)
     files = [path for topic in (ordered, results) for p in range(PARTITIONS)
@@ -208,6 +221,7 @@ def test_an_archiver_killed_mid_stream_resumes_without_losing_or_repeating_an_ev
     wait_until(lambda: archived_count(root, ordered) >= count and settled(restarted), 120,
                f"the restarted archiver to write all {count} events")
     assert_archived_exactly_once(root, ordered, first + second)
+    assert_indexed(root, ordered, count)  # adopted segments got their block index too
     record_property("segments_adopted_after_the_restart",
                     total(metrics(restarted), "situflow_archive_adopted_segments_total"))
 

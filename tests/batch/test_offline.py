@@ -1,0 +1,256 @@
+"""``situflow offline`` on Spark gives exactly ``situflow run``'s results over the same events,
+for the bundled example queries of the three languages, by full replay and by index-pruned
+replay with every index choice (thesis §3.4; research §4.2, AT-08)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from batch.index_build import build_indexes
+from situflow.archive.importer import import_events
+from situflow.cli import main
+from situflow.datagen.cars import car_columns
+
+EXAMPLES = Path(__file__).parents[2] / "situflow" / "examples"
+
+
+def cars(n: int = 20_000, count: int = 20) -> list[dict[str, Any]]:
+    """The aggressive-drivers stream (situflow.datagen.cars), ``n`` readings."""
+    c = car_columns(n, count, seed=3)
+    return [{"ts": int(t), "car_id": int(i), "speed": float(s), "accel": float(a)}
+            for t, i, s, a in zip(c["ts"], c["car_id"], c["speed"], c["accel"], strict=True)]
+
+
+def stocks(n: int = 3_000, seed: int = 5, spacing: int = 1,
+           volume: int = 3_000) -> list[dict[str, Any]]:
+    """Three stocks of two sectors, a quote every ``spacing`` seconds (two at a time: repeated
+    times), random walks."""
+    rng = np.random.default_rng(seed)
+    prices = {"ACME": 100.0, "BOLT": 50.0, "CORE": 75.0}
+    sector = {"ACME": "tech", "BOLT": "energy", "CORE": "tech"}
+    rows = []
+    for i in range(n):
+        symbol = str(rng.choice(list(prices)))
+        prices[symbol] = max(1.0, prices[symbol] + float(rng.choice([-1.0, 0.0, 1.0, 2.0])))
+        rows.append({"ts": (i - i % 2) * spacing, "type": "Stock", "symbol": symbol, "company": symbol,
+                     "sector": sector[symbol], "price": prices[symbol],
+                     "volume": int(rng.integers(1, volume))})
+    return rows
+
+
+def archive(root: Path, stream: str, events: Sequence[dict[str, Any]],
+            key_fields: tuple[str, ...] = (), segment_rows: int = 1_000,
+            block_rows: int = 100) -> Path:
+    """``events`` as a JSON-lines file for ``situflow run``, imported into ``stream`` of the
+    archive at ``root`` (several segments and blocks), as ``situflow archive import`` does."""
+    path = root / f"{stream}.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    import_events(path, str(root), stream, key_fields=key_fields, segment_rows=segment_rows,
+                  block_rows=block_rows)
+    return path
+
+
+def run(query: Path, events: Path, out: Path) -> list[str]:
+    assert main(["run", str(query), "--input", str(events), "--output", str(out)]) == 0
+    return out.read_text().splitlines()
+
+
+def offline(query: Path, root: Path, stream: str, out: Path, *options: str) -> list[str]:
+    assert main(["offline", str(query), "--archive", str(root), "--stream", stream,
+                 "--output", str(out), *options]) == 0
+    return out.read_text().splitlines()
+
+
+#: Per example: the stream, its events, the stream's key (the query's partition attributes, as
+#: the services' stream would have: the indexes' per-key seq is the stream's) and the
+#: attributes to index.
+WORKLOADS = {
+    "aggressive_drivers.tps": ("cars", cars, ("car_id",), ["speed", "accel"]),
+    "aggressive_drivers_edbt.tps": ("cars", cars, ("car_id",), ["accel", "speed"]),
+    # Fewer, sparser quotes: a Kleene pattern over an hour has many results.
+    "rising_stocks.sase": ("stocks", lambda: stocks(1_000, spacing=20, volume=1_500),
+                           ("symbol",), ["volume", "price"]),
+    # COGRA prunes by the pattern's event types only (WHERE compares events with each other).
+    "downtrends.cogra": ("stocks", stocks, ("company", "sector"), ["type"]),
+    "rising_trends.cogra": ("stocks", stocks, ("symbol",), ["type"]),
+}
+
+
+@pytest.mark.parametrize("example", sorted(WORKLOADS))
+def test_full_replay_equals_run(spark, tmp_path, example):
+    stream, generate, keys, _ = WORKLOADS[example]
+    events = archive(tmp_path, stream, generate(), key_fields=keys)
+    expected = run(EXAMPLES / example, events, tmp_path / "run.jsonl")
+    assert expected, "the workload should give the query results to compare"
+    found = offline(EXAMPLES / example, tmp_path, stream, tmp_path / "offline.jsonl", "--indexes", "none")
+    assert found == expected
+
+
+def test_at08_each_interval_is_replayed_with_a_fresh_operator(spark, tmp_path):
+    """Research AT-08: (A,B,C,D) contiguous with indexes on B and C; a concatenated pruned
+    stream would add the match (5,6,8,9) across the gap between the two intervals."""
+    query = tmp_path / "abcd.sase"
+    query.write_text("PATTERN SEQ(E a, E b, E c, E d) WHERE strict_contiguity(a, b, c, d) "
+                     "{ a.v = 1 AND b.v = 2 AND c.v = 3 AND d.v = 4 } WITHIN 5 seconds")
+    values = [1, 2, 3, 4, 1, 2, 9, 3, 4, 9, 2, 3, 9]
+    events = archive(tmp_path, "abcd", [{"ts": t, "type": "E", "v": v, "id": t}
+                                        for t, v in enumerate(values, start=1)], block_rows=2)
+    build_indexes(spark, str(tmp_path), "abcd.ordered", ["v"])
+    expected = run(query, events, tmp_path / "run.jsonl")
+    assert [json.loads(line)["bindings"] for line in expected] == [
+        {"a": [1], "b": [2], "c": [3], "d": [4]}]
+    for indexes in ("v", "all", "auto", "none"):
+        assert offline(query, tmp_path, "abcd", tmp_path / "offline.jsonl",
+                       "--indexes", indexes) == expected
+
+
+def test_a_query_error_points_at_the_query_file(spark, tmp_path, capsys):
+    archive(tmp_path, "stocks", stocks(50))
+    query = tmp_path / "bad.sase"
+    query.write_text("PATTERN SEQ(Stock a, Stock b)\nWHERE skip_till_next_match(a, b) "
+                     "{ a.price > }\nWITHIN 1 hour")
+    assert main(["offline", str(query), "--archive", str(tmp_path), "--stream", "stocks"]) == 2
+    assert f"{query}:2:" in capsys.readouterr().err
+
+
+def test_an_attribute_the_archive_lacks_is_an_error(spark, tmp_path, capsys):
+    archive(tmp_path, "stocks", stocks(50))
+    query = tmp_path / "q.sase"
+    query.write_text("PATTERN SEQ(Stock a, Stock b) WHERE skip_till_next_match(a, b) "
+                     "{ a.bid > 10 AND b.price > a.price } WITHIN 1 hour")
+    assert main(["offline", str(query), "--archive", str(tmp_path), "--stream", "stocks"]) == 1
+    assert "'bid'" in capsys.readouterr().err
+
+
+def test_a_range_without_data_is_an_error(spark, tmp_path, capsys):
+    archive(tmp_path, "stocks", stocks(50))
+    assert main(["offline", str(EXAMPLES / "rising_stocks.sase"), "--archive", str(tmp_path),
+                 "--stream", "stocks", "--from", "5000", "--to", "6000"]) == 1
+    assert "no data in the range 5000..6000" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("example", sorted(WORKLOADS))
+def test_pruned_replay_equals_run(spark, tmp_path, example):
+    stream, generate, keys, attributes = WORKLOADS[example]
+    events = archive(tmp_path, stream, generate(), key_fields=keys)
+    build_indexes(spark, str(tmp_path), f"{stream}.ordered", attributes)
+    expected = run(EXAMPLES / example, events, tmp_path / "run.jsonl")
+    for indexes in ("auto", "all", attributes[0]):
+        assert offline(EXAMPLES / example, tmp_path, stream, tmp_path / "offline.jsonl",
+                       "--indexes", indexes) == expected, indexes
+
+
+def test_explain_shows_the_plan_and_what_was_read(spark, tmp_path, capsys):
+    archive(tmp_path, "stocks", stocks(500), key_fields=("symbol",))
+    build_indexes(spark, str(tmp_path), "stocks.ordered", ["volume"])
+    offline(EXAMPLES / "rising_stocks.sase", tmp_path, "stocks", tmp_path / "out.jsonl",
+            "--explain", "--indexes", "volume")
+    err = capsys.readouterr().err
+    assert "plan for stocks.ordered" in err and "intervals:" in err
+    assert "actual:" in err and "estimated" in err
+
+
+def test_the_spark_submit_entry_point_runs_the_offline_command(spark, tmp_path):
+    """``spark-submit batch/offline.py ...`` (or ``python -m batch.offline``) takes the
+    command's arguments."""
+    from batch.offline import main as submitted
+
+    events = archive(tmp_path, "stocks", stocks(300))
+    expected = run(EXAMPLES / "downtrends.cogra", events, tmp_path / "run.jsonl")
+    assert submitted([str(EXAMPLES / "downtrends.cogra"), "--archive", str(tmp_path),
+                      "--stream", "stocks", "--output", str(tmp_path / "out.jsonl")]) == 0
+    assert (tmp_path / "out.jsonl").read_text().splitlines() == expected
+
+
+def test_a_windowed_aggregation_is_answered_from_the_blocks(spark, tmp_path, capsys):
+    """A COGRA query over single events (thesis §3.3) goes to batch/windows.py: whole blocks
+    answer from their statistics, partial ones are replayed; the results are situflow run's."""
+    query = tmp_path / "volume.cogra"
+    query.write_text("RETURN symbol, COUNT(*), SUM(S.volume), MAX(S.price) PATTERN Stock S "
+                     "SEMANTICS contiguous WHERE [symbol] GROUP-BY symbol "
+                     "WITHIN 10 minutes SLIDE 3 minutes")
+    events = archive(tmp_path, "stocks", stocks(3_000))
+    expected = run(query, events, tmp_path / "run.jsonl")
+    assert offline(query, tmp_path, "stocks", tmp_path / "out.jsonl", "--explain") == expected
+    assert "read:" in capsys.readouterr().err
+
+
+def test_an_unpartitioned_stream_over_several_partitions_is_refused(spark, tmp_path, capsys):
+    """K-slack deals an unpartitioned stream's batches round-robin over the ordered topic's
+    partitions: no partition alone is a substream to replay."""
+    from tests.archive.archives import write_partition, write_stream
+
+    write_stream(tmp_path, "stocks.ordered")
+    for partition in (0, 1):
+        write_partition(tmp_path, "stocks.ordered", partition, [stocks(20)])
+    assert main(["offline", str(EXAMPLES / "rising_stocks.sase"), "--archive", str(tmp_path),
+                 "--stream", "stocks"]) == 1
+    assert "unpartitioned stream archived over 2 partitions (0, 1)" in capsys.readouterr().err
+
+
+def test_a_gap_in_the_archive_stops_the_query_unless_allowed(spark, tmp_path, capsys):
+    archive(tmp_path, "stocks", stocks(300), segment_rows=100)
+    middle = sorted((tmp_path / "stocks.ordered" / "partition=0").glob("*.parquet"))[1]
+    middle.unlink()
+    command = ["offline", str(EXAMPLES / "downtrends.cogra"), "--archive", str(tmp_path),
+               "--stream", "stocks", "--output", str(tmp_path / "out.jsonl")]
+    assert main(command) == 1
+    assert "seq 100..199 missing" in capsys.readouterr().err
+    assert main([*command, "--allow-gaps"]) == 0
+    assert "warning: gap:" in capsys.readouterr().err
+
+
+def test_a_keyed_stream_over_several_partitions_through_the_import_command(spark, tmp_path,
+                                                                          capsys):
+    """``situflow archive import --partitions 2`` spreads the cars over two partitions by key;
+    offline evaluation replays each on its own and gives the results of ``situflow run`` (in
+    emission-time order across partitions, which the services do not order)."""
+    events = tmp_path / "cars.jsonl"
+    events.write_text("".join(json.dumps(e) + "\n" for e in cars()))
+    assert main(["archive", "import", str(events), "--archive", str(tmp_path), "--stream",
+                 "cars", "--key-fields", "car_id", "--partitions", "2"]) == 0
+    assert "20000 events of cars imported into cars.ordered" in capsys.readouterr().out
+    build_indexes(spark, str(tmp_path), "cars.ordered", ["speed", "accel"])
+    query = EXAMPLES / "aggressive_drivers.tps"
+    expected = run(query, events, tmp_path / "run.jsonl")
+    for indexes in ("none", "auto"):
+        found = offline(query, tmp_path, "cars", tmp_path / "offline.jsonl", "--indexes", indexes)
+        assert sorted(found) == sorted(expected)
+        times = [json.loads(line)["emitted_at"] for line in found]
+        assert times == sorted(times)
+
+
+def test_rows_are_tagged_with_the_range_they_fall_in():
+    import pyarrow as pa
+
+    from batch.offline import INTERVAL, tag_rows
+    from situflow.offline.intervals import Interval
+
+    table = pa.table({"ts": [1, 2, 3, 5, 8, 9, 12]})
+    tagged = tag_rows(table, [Interval(8, 10), Interval(2, 3)], "ts")
+    assert tagged.column("ts").to_pylist() == [2, 3, 8, 9]
+    assert tagged.column(INTERVAL).to_pylist() == [1, 1, 0, 0]
+    assert tag_rows(table, [], "ts").num_rows == 0
+
+
+def test_results_are_merged_in_full_replay_order_and_deduplicated_across_ranges():
+    import pyarrow as pa
+
+    from batch.offline import INTERVAL, PARTITION, full_replay_order
+
+    rows = [  # (order_ts, order_seq, partition, range, result id)
+        (5, 0, 0, 1, "c"), (3, 0, 0, 0, "a"), (3, 1, 0, 0, "a"), (4, 2, 0, 0, "b"),
+        (4, 1, 1, 0, "b"), (6, 1, 0, 1, "d"), (2, 0, 1, 0, "e"),
+    ]
+    table = pa.table({"order_ts": [r[0] for r in rows], "order_seq": [r[1] for r in rows],
+                      PARTITION: [r[2] for r in rows], INTERVAL: [r[3] for r in rows],
+                      "result_id": [r[4] for r in rows],
+                      "json": [f"{r[4]}@{r[2]}.{r[3]}" for r in rows]})
+    # a range keeps its own repeated id (a), a later range loses one an earlier range gave (b)
+    assert full_replay_order(table) == ["e@1.0", "a@0.0", "a@0.0", "b@0.0", "c@0.1", "d@0.1"]
