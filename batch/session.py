@@ -7,9 +7,14 @@ as the driver; on a cluster the workers need the same installation (batch/README
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+from typing import TYPE_CHECKING
 
-from pyspark.sql import SparkSession
+from situflow.errors import SituflowError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 #: Shuffle partitions: the jobs group a few thousand replay intervals at most, and Spark's
 #: default of 200 would start 200 mostly empty Python tasks per shuffle.
@@ -20,7 +25,17 @@ SUBMITTED = "PYSPARK_GATEWAY_PORT"
 
 def spark_session(master: str | None = None, app: str = "situflow") -> SparkSession:
     """The process's Spark session on ``master`` (``local[*]`` when None and no
-    ``spark-submit`` set one), with Arrow transfers, no web UI and warnings only."""
+    ``spark-submit`` set one), with Arrow transfers, no web UI and warnings only.
+
+    Raises ``SituflowError`` saying what to install when pyspark or Java is missing (py4j's own
+    message, "Java gateway process exited", does not say it)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise SituflowError("the Spark jobs need pyspark: pip install 'situflow[spark]'") from None
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        raise SituflowError("Spark needs Java 17 or later: install a Java runtime or set "
+                            "JAVA_HOME")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = (SparkSession.builder.appName(app)
