@@ -306,7 +306,7 @@ class TrendOperator:
         codes = np.empty((n, len(attrs)), dtype=np.int64)
         uniques: list[list[Any]] = []
         for j, attr in enumerate(attrs):
-            values, inverse = _factorize(batch.column(attr))
+            values, inverse = factorize(batch.column(attr))
             uniques.append(values)
             codes[:, j] = inverse
         combos, inverse = np.unique(codes, axis=0, return_inverse=True)
@@ -508,23 +508,23 @@ def _values(plan: TrendPlan, scaled: tuple[np.ndarray, int], group: dict[str, An
     return out
 
 
-def _factorize(column: np.ndarray) -> tuple[list[Any], np.ndarray]:
+def factorize(column: np.ndarray) -> tuple[list[Any], np.ndarray]:
     """Distinct values (as plain Python, NaN as None) and each row's index among them."""
     try:
         values, inverse = np.unique(column, return_inverse=True)
-        return [_plain(v) for v in values.tolist()], np.asarray(inverse).reshape(-1)
+        return [plain(v) for v in values.tolist()], np.asarray(inverse).reshape(-1)
     except TypeError:  # mixed types in an object column
         index: dict[Any, int] = {}
-        plain = [_plain(v) for v in column.tolist()]
-        codes = np.fromiter((index.setdefault((type(v).__name__, v), len(index)) for v in plain),
-                            dtype=np.int64, count=len(plain))
+        plains = [plain(v) for v in column.tolist()]
+        codes = np.fromiter((index.setdefault((type(v).__name__, v), len(index)) for v in plains),
+                            dtype=np.int64, count=len(plains))
         uniques: list[Any] = [None] * len(index)
         for (_, v), c in index.items():
             uniques[c] = v
         return uniques, codes
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """A group value as JSON shows it. Integral floats become ints: an integer attribute
     reads as float in a batch where some event lacks it, and the group must not change."""
     if isinstance(value, float):
