@@ -57,7 +57,7 @@ from situflow.offline.pattern import Condition, PatternQuery
 from situflow.offline.queries import OfflineQuery
 from situflow.offline.replay import candidate_intervals, widen
 from situflow.offline.selection import Config, Costs, IndexCandidate, select_indexes
-from situflow.offline.source import key_text, row_keys
+from situflow.offline.source import interval_key_text, row_keys
 
 IndexChoice = Literal["auto", "none", "all"] | Sequence[str]
 #: How many intervals of a partition ``explain`` lists before it only counts them.
@@ -320,7 +320,7 @@ class _ArchiveSource:
         high = self.hi if hi is None else hi if self.hi is None else min(hi, self.hi)
         table = self.archive.read(self.topic, partition, low, high, self.columns)
         if key is not None and table.num_rows:
-            wanted = np.array(row_keys(table, self.key_fields)) == key_text(key)
+            wanted = np.array(row_keys(table, self.key_fields)) == interval_key_text(key)
             table = table.filter(pa.array(wanted, pa.bool_()))
         return table
 

@@ -174,22 +174,29 @@ def _context(offline: OfflineQuery, core: Interval, source: EventSource, partiti
 
 @dataclass(frozen=True)
 class _QuietPoints:
-    """The quiet events of the time spans around the cores (each core and a window on either
-    side), read once: per key (:func:`key_text`; None without keys) their sorted times."""
+    """The events of the time spans around the cores (each core and a window on either side),
+    read once: per key (:func:`key_text`; None without keys) the sorted times of its quiet
+    events and of all its events."""
 
     spans: list[tuple[int, int]]
     times: dict[str | None, np.ndarray]
+    seen: dict[str | None, np.ndarray]
+
+    #: A core of all keys whose keys need more quiet events than the spans hold is replayed
+    #: from (to) the edge of the data rather than searched key by key.
+    SEARCHED_KEYS = 64
 
     def find(self, offline: OfflineQuery, source: EventSource, partition: int, core: Interval,
              data: tuple[int, int], before: bool) -> int | None:
         """The time of the last quiet event of the core's key before the core (``before``), or
-        of the first after it; None when there is none up to the edge of the data."""
+        of the first after it; None when there is none up to the edge of the data. A core of
+        every key of a keyed query (the coarse pattern map's) takes the earliest (latest) of
+        those of the keys with events in it: a key without any has no situation there."""
         edge = core.lo - 1 if before else core.hi + 1
-        if not data[0] <= edge <= data[1] or (core.key is None and offline.pattern is not None
-                                              and offline.pattern.keys):
-            # A core of every key of a keyed query would need every key's quiet event: it is
-            # replayed from (to) the edge of the data instead.
+        if not data[0] <= edge <= data[1]:
             return None
+        if core.key is None and offline.pattern is not None and offline.pattern.keys:
+            return self._of_keys(offline, source, partition, core, data, before)
         span = next(s for s in self.spans if s[0] <= edge <= s[1])
         times = self.times.get(None if core.key is None else interval_key_text(core.key),
                                np.empty(0, np.int64))
@@ -203,6 +210,31 @@ class _QuietPoints:
             return int(times[i])
         return _quiet_time(offline, source, partition, core, data, span[1] + 1, before)
 
+    def _of_keys(self, offline: OfflineQuery, source: EventSource, partition: int,
+                 core: Interval, data: tuple[int, int], before: bool) -> int | None:
+        keys = [k for k, t in self.seen.items()
+                if np.searchsorted(t, core.hi, side="right") > np.searchsorted(t, core.lo)]
+        bounds = []
+        searched = 0
+        for key in keys:
+            quiet = self.times.get(key, np.empty(0, np.int64))
+            inside = quiet[(quiet < core.lo) if before else (quiet > core.hi)]
+            span = next(s for s in self.spans
+                        if s[0] <= (core.lo - 1 if before else core.hi + 1) <= s[1])
+            if len(inside) and (inside[-1] >= span[0] if before else inside[0] <= span[1]):
+                bounds.append(int(inside[-1] if before else inside[0]))
+                continue
+            searched += 1
+            if searched > self.SEARCHED_KEYS:
+                return None
+            found = self.find(offline, source, partition, replace(core, key=key), data, before)
+            if found is None:
+                return None
+            bounds.append(found)
+        if not bounds:
+            return core.lo if before else core.hi
+        return min(bounds) if before else max(bounds)
+
 
 def _near_quiet(offline: OfflineQuery, source: EventSource, partition: int,
                 cores: Sequence[Interval], data: tuple[int, int]) -> _QuietPoints:
@@ -212,24 +244,35 @@ def _near_quiet(offline: OfflineQuery, source: EventSource, partition: int,
                              for c in cores if c.lo - w <= data[1] and c.hi + w >= data[0])
     spans = [(i.lo, i.hi) for i in around]
     found: dict[str | None, list[int]] = {}
+    seen: dict[str | None, list[int]] = {}
     for lo, hi in spans:
-        times, keys = _quiet_events(offline, source.events(partition, lo, hi))
-        for t, key in zip(times.tolist(), keys, strict=True):
-            found.setdefault(key, []).append(t)
-    return _QuietPoints(spans, {k: np.array(v, np.int64) for k, v in found.items()})
+        times, keys, quiet = _keyed_events(offline, source.events(partition, lo, hi))
+        for t, key, q in zip(times.tolist(), keys, quiet.tolist(), strict=True):
+            seen.setdefault(key, []).append(t)
+            if q:
+                found.setdefault(key, []).append(t)
+    return _QuietPoints(spans, {k: np.array(v, np.int64) for k, v in found.items()},
+                        {k: np.array(v, np.int64) for k, v in seen.items()})
+
+
+def _keyed_events(offline: OfflineQuery, table: pa.Table
+                  ) -> tuple[np.ndarray, list[str | None], np.ndarray]:
+    """The times and keys of the events of ``table``, and which of them are quiet."""
+    assert offline.quiet is not None and offline.pattern is not None
+    if not table.num_rows:
+        return np.empty(0, np.int64), [], np.empty(0, bool)
+    batch = _events(offline, table)
+    keys = offline.pattern.keys
+    columns = [batch.column(k) for k in keys]
+    texts: list[str | None] = [key_text(values) for values in zip(*columns, strict=True)] \
+        if keys else [None] * len(batch)
+    return batch.ts, texts, np.asarray(offline.quiet(batch), bool)
 
 
 def _quiet_events(offline: OfflineQuery, table: pa.Table) -> tuple[np.ndarray, list[str | None]]:
     """The times and keys of the quiet events of ``table``."""
-    assert offline.quiet is not None and offline.pattern is not None
-    if not table.num_rows:
-        return np.empty(0, np.int64), []
-    batch = _events(offline, table)
-    quiet = np.flatnonzero(offline.quiet(batch))
-    keys = offline.pattern.keys
-    columns = [batch.column(k)[quiet] for k in keys]
-    return batch.ts[quiet], [key_text(values) for values in zip(*columns, strict=True)] \
-        if keys else [None] * len(quiet)
+    times, keys, quiet = _keyed_events(offline, table)
+    return times[quiet], [k for k, q in zip(keys, quiet.tolist(), strict=True) if q]
 
 
 def _quiet_time(offline: OfflineQuery, source: EventSource, partition: int, core: Interval,

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from situflow.archive import StreamSettings
 from situflow.datagen.cars import car_columns, write_jsonl
 from situflow.languages import compile_query
 from situflow.offline.intervals import Interval, replay_intervals
@@ -32,7 +33,7 @@ EXAMPLES = Path(__file__).parents[2] / "situflow" / "examples"
 
 
 def prepared(text: str) -> OfflineQuery:
-    return offline_query(compile_query(text, QueryOptions(name="query")), identity.Settings())
+    return offline_query(compile_query(text, QueryOptions(name="query")), StreamSettings("s"))
 
 
 def table_of(events: list[dict[str, Any]]) -> pa.Table:
