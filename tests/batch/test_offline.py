@@ -4,6 +4,7 @@ replay with every index choice (thesis §3.4; research §4.2, AT-08)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -239,7 +240,7 @@ def test_rows_are_tagged_with_the_range_they_fall_in():
     assert tag_rows(table, [], "ts").num_rows == 0
 
 
-def test_results_are_merged_in_full_replay_order_and_deduplicated_across_ranges():
+def test_results_are_merged_in_full_replay_order_and_deduplicated_across_ranges(spark):
     import pyarrow as pa
 
     from batch.offline import INTERVAL, PARTITION, full_replay_order
@@ -253,4 +254,54 @@ def test_results_are_merged_in_full_replay_order_and_deduplicated_across_ranges(
                       "result_id": [r[4] for r in rows],
                       "json": [f"{r[4]}@{r[2]}.{r[3]}" for r in rows]})
     # a range keeps its own repeated id (a), a later range loses one an earlier range gave (b)
-    assert full_replay_order(table) == ["e@1.0", "a@0.0", "a@0.0", "b@0.0", "c@0.1", "d@0.1"]
+    found = full_replay_order(spark.createDataFrame(table.to_pandas()))
+    assert list(found) == ["e@1.0", "a@0.0", "a@0.0", "b@0.0", "c@0.1", "d@0.1"]
+
+
+def test_many_results_stream_to_the_output_in_sorted_chunks(spark, tmp_path, monkeypatch):
+    """Tens of thousands of results, sorted by Spark in many small chunks: the output is
+    ``situflow run``'s, and the driver pulls the rows one by one as it writes them (never a
+    list of all results)."""
+    from collections.abc import Iterator
+
+    import batch.offline
+
+    query = tmp_path / "pairs.sase"
+    query.write_text("PATTERN SEQ(Stock a, Stock b) WHERE skip_till_any_match(a, b) "
+                     "{ [symbol] and b.price > a.price } WITHIN 30 seconds")
+    events = tmp_path / "stocks.jsonl"
+    events.write_text("".join(json.dumps(e) + "\n" for e in stocks()))
+    for stream, partitions in (("one", "1"), ("two", "2")):
+        assert main(["archive", "import", str(events), "--archive", str(tmp_path), "--stream",
+                     stream, "--key-fields", "symbol", "--partitions", partitions]) == 0
+    expected = run(query, events, tmp_path / "run.jsonl")
+    assert len(expected) > 20_000
+    monkeypatch.setattr(batch.offline, "CHUNK_ROWS", 1_000)
+    pulled = [0]
+    frames = type(spark.range(1))  # the session's DataFrame class (pyspark.sql.classic's)
+    to_local_iterator = frames.toLocalIterator
+
+    def counted(frame: Any, prefetchPartitions: bool = False) -> Iterator[Any]:
+        for row in to_local_iterator(frame, prefetchPartitions):
+            pulled[0] += 1
+            yield row
+
+    write = batch.offline._write
+
+    def spy(lines: Iterator[str], output: Path) -> None:
+        assert isinstance(lines, Iterator)
+        pulled[0] = 0
+        first = next(lines)
+        assert pulled[0] == 1  # the first line is written after one row, not after them all
+        write(itertools.chain([first], lines), output)
+        assert pulled[0] == len(expected)
+
+    monkeypatch.setattr(frames, "toLocalIterator", counted)
+    monkeypatch.setattr(batch.offline, "_write", spy)
+    out = tmp_path / "offline.jsonl"
+    assert offline(query, tmp_path, "one", out, "--indexes", "none") == expected
+    # Two partitions: situflow run's results, merged by emission time.
+    found = offline(query, tmp_path, "two", out, "--indexes", "none")
+    assert sorted(found) == sorted(expected)
+    times = [json.loads(line)["emitted_at"] for line in found]
+    assert times == sorted(times)
