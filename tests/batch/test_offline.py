@@ -12,11 +12,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from batch.index_build import build_indexes
 from situflow.archive.importer import import_events
 from situflow.cli import main
 from situflow.datagen.cars import car_columns
+from tests.profiles import scaled
 
 EXAMPLES = Path(__file__).parents[2] / "situflow" / "examples"
 
@@ -305,3 +308,37 @@ def test_many_results_stream_to_the_output_in_sorted_chunks(spark, tmp_path, mon
     assert sorted(found) == sorted(expected)
     times = [json.loads(line)["emitted_at"] for line in found]
     assert times == sorted(times)
+
+
+@pytest.mark.slow  # a few Spark jobs per example
+@settings(max_examples=scaled(0.1), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.lists(st.tuples(st.integers(0, 9), st.sampled_from("abcdef")),
+                                  max_size=5), min_size=1, max_size=3), min_size=1, max_size=3))
+def test_spark_sorts_results_as_the_merge_by_emission_time_orders_them(spark, partitions):
+    """Whatever the emission times (not even rising within a range), the order and the
+    de-duplication are those of ``heapq.merge`` of the partitions' results in full-replay order
+    by emission time, keeping an id in the range that gave it first."""
+    import heapq
+
+    import pyarrow as pa
+
+    from batch.offline import INTERVAL, PARTITION, full_replay_order
+
+    rows = [(ts, seq, p, r, result_id) for p, ranges in enumerate(partitions)
+            for r, results in enumerate(ranges) for seq, (ts, result_id) in enumerate(results)]
+    merged = heapq.merge(*([row for row in rows if row[2] == p] for p in range(len(partitions))),
+                         key=lambda row: row[0])
+    first: dict[str, tuple[int, int]] = {}
+    expected = [f"{i}@{p}.{r}.{seq}" for _, seq, p, r, i in merged
+                if first.setdefault(i, (p, r)) == (p, r)]
+    # The replay stage gives each range's running maximum of the emission time.
+    running = [max(ts for ts, seq, p, r, _ in rows[:k + 1] if (p, r) == row[2:4] and seq <= row[1])
+               for k, row in enumerate(rows)]
+    table = pa.table({"result_id": [r[4] for r in rows], "order_ts": pa.array(running, pa.int64()),
+                      "order_seq": pa.array([r[1] for r in rows], pa.int64()),
+                      "json": [f"{r[4]}@{r[2]}.{r[3]}.{r[1]}" for r in rows],
+                      PARTITION: pa.array([r[2] for r in rows], pa.int32()),
+                      INTERVAL: pa.array([r[3] for r in rows], pa.int32())})
+    frame = spark.createDataFrame(table.to_pandas(), "result_id string, order_ts long, order_seq "
+                                  f"long, json string, {PARTITION} int, {INTERVAL} int")
+    assert list(full_replay_order(frame)) == expected
