@@ -27,8 +27,8 @@ from workers.handoff import (
     archive_partitions,
     archived_events,
     compile_file,
-    partition_results,
     publish,
+    stream_results,
 )
 
 
@@ -42,13 +42,15 @@ def backfill(query_file: Path, *, archive: str, stream: str, lo: int | None, hi:
     topic = ordered_topic(stream)
     settings = stream_settings(source, topic)
     compiled = compile_file(query_file, name, settings)
-    results = []
-    for partition in archive_partitions(source, topic, lo, hi):
-        rows = source.read(topic, partition, lo=lo, hi=hi)
-        if rows.num_rows:
-            results += partition_results(compiled, archived_events(rows, settings), settings)
-    asyncio.run(publish(kafka, compiled, results))
-    return len(results)
+    partitions = archive_partitions(source, topic, lo, hi)  # checked before anything is sent
+    # One segment's events and results at a time: an archive's results need not fit in memory.
+    results = (result for partition in partitions
+               for result in stream_results(
+                   compiled, (archived_events(rows, settings)
+                              for rows in source.read_segments(topic, partition, lo=lo, hi=hi)
+                              if rows.num_rows),
+                   settings))
+    return asyncio.run(publish(kafka, compiled, results))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,7 +14,8 @@ widened for TPStream and COGRA, the row groups they need). Then one Spark job:
    concatenated pruned stream (AT-08). A range of a full replay (a plain interval: the query
    has nothing to prune by, or ``--indexes none``) goes to
    :func:`~situflow.offline.replay.full_replay`, which keeps every result as ``situflow run``;
-3. the driver de-duplicates the results by result id and writes them in full-replay order.
+3. Spark sorts the results into full-replay order and the driver streams them to the output,
+   de-duplicated by result id (:func:`full_replay_order`).
 
 Tasks get plain data (:class:`OfflineJob`) and compile the query themselves, once per Python
 worker: a compiled query holds numba kernels, which do not travel by pickle.
@@ -22,10 +23,9 @@ worker: a compiled query holds numba kernels, which do not travel by pickle.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -53,11 +53,14 @@ from situflow.operator import QueryOptions
 #: Columns the read stage adds: the archive partition and the interval index of each row.
 PARTITION = "_situflow_partition"
 INTERVAL = "_situflow_interval"
-#: The result columns of the replay stage (:func:`result_rows`, plus where each came from).
+#: The result columns of the replay stage (:func:`result_rows`, plus where each came from;
+#: ``order_ts`` is the running maximum of the emission time within the range).
 RESULT_SCHEMA = ("result_id string, order_ts long, order_seq long, json string, "
                  f"{PARTITION} int, {INTERVAL} int")
 
 
+#: Rows per sorted chunk of results that the driver fetches (with the next one prefetched).
+CHUNK_ROWS = 50_000
 #: The ranges to replay per archive partition.
 Ranges = Mapping[int, Sequence[Interval]]
 
@@ -97,10 +100,10 @@ class ReadTask:
 
 @dataclass
 class OfflineRun:
-    """A finished offline query: its results (JSON lines, full-replay order) and the numbers
-    ``--explain`` compares with the plan's estimate."""
+    """A finished offline query: its results (JSON lines, full-replay order; from Spark a
+    stream, read once) and the numbers ``--explain`` compares with the plan's estimate."""
 
-    lines: list[str]
+    lines: Iterable[str]
     rows_read: int
     bytes_read: int
     intervals: Ranges = field(default_factory=dict)
@@ -237,35 +240,79 @@ def run_offline(spark: Any, job: OfflineJob, intervals: Ranges,
         found = (replay(query, events, [interval]) if isinstance(interval, ReplayRange)
                  else full_replay(query, events))
         results = result_rows(found)
+        # The running maximum: what the partitions are merged by (full_replay_order).
+        results = results.set_column(1, "order_ts", pa.array(
+            np.maximum.accumulate(results.column("order_ts").to_numpy()), pa.int64()))
         n = results.num_rows
         return (results.append_column(PARTITION, pa.array(np.full(n, partition), pa.int32()))
                 .append_column(INTERVAL, pa.array(np.full(n, index), pa.int32())))
 
     ids = spark.range(len(tasks), numPartitions=min(len(tasks), spark.sparkContext.defaultParallelism))
     events = ids.mapInArrow(read, read_schema_spark)
-    results = events.groupBy(PARTITION, INTERVAL).applyInArrow(replay_group, RESULT_SCHEMA).toArrow()
-    return OfflineRun(full_replay_order(results), rows_read.value, bytes_read.value, intervals)
+    results = events.groupBy(PARTITION, INTERVAL).applyInArrow(replay_group, RESULT_SCHEMA)
+    lines = full_replay_order(results)  # runs the replay: the accumulators are final
+    return OfflineRun(lines, rows_read.value, bytes_read.value, intervals)
 
 
-def full_replay_order(results: pa.Table) -> list[str]:
-    """The results' JSON lines: per partition in full-replay order (by range, then as emitted:
+def full_replay_order(results: Any) -> Iterator[str]:
+    """The JSON lines of ``results`` (a DataFrame of :data:`RESULT_SCHEMA`), streamed to the
+    driver: per partition in full-replay order (by range, then as emitted:
     :func:`situflow.offline.replay.result_rows`), partitions merged by emission time (the
     services order no results across partitions). A result id one range gave is dropped from
-    the later ones; a range keeps its own repeats (a full replay emits them too)."""
-    ordered = results.sort_by([(PARTITION, "ascending"), (INTERVAL, "ascending"),
-                               ("order_seq", "ascending")])
-    columns = [ordered.column(c).to_pylist()
-               for c in ("order_ts", PARTITION, INTERVAL, "result_id", "json")]
-    per_partition: dict[int, list[tuple[int, tuple[int, int], str, str]]] = {}
-    for order_ts, partition, interval, result_id, line in zip(*columns, strict=True):
-        per_partition.setdefault(partition, []).append(
-            (order_ts, (partition, interval), result_id, line))
+    the later ones; a range keeps its own repeats (a full replay emits them too).
+
+    Spark sorts them and finds the ids that more than one range gave; the driver holds those
+    ids and one sorted chunk of about :data:`CHUNK_ROWS` rows (two while the next is fetched).
+    The results are computed (and kept on the executors) before this returns."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    # Read three times (the groups' bounds, the ids of several ranges, the sorted lines): kept
+    # on the executors, so the archive is read and replayed once.
+    results = results.persist(StorageLevel.MEMORY_AND_DISK)
+    groups = results.groupBy(PARTITION, INTERVAL).agg(
+        F.max("order_ts").alias("last"), F.count("*").alias("rows")).collect()
+    if not groups:
+        results.unpersist()
+        return iter(())
+    # The merge by emission time was heapq.merge over each partition's results in full-replay
+    # order; its order is the sort by the running maximum of the emission time along each
+    # partition (ties: by partition, then full-replay order), which Spark can compute: the
+    # maximum within a range (the replay stage's order_ts) raised to that of the partition's
+    # earlier ranges.
+    floors: list[tuple[int, int, int | None]] = []
+    previous: dict[int, int] = {}
+    for g in sorted(groups, key=lambda g: (g[PARTITION], g[INTERVAL])):
+        partition = g[PARTITION]
+        floors.append((partition, g[INTERVAL], previous.get(partition)))  # greatest skips None
+        previous[partition] = max(previous.get(partition, g["last"]), g["last"])
+    floor = results.sparkSession.createDataFrame(
+        floors, f"{PARTITION} int, {INTERVAL} int, floor long")
+    # An id is dropped only where more than one range gave it: only those ids go to the driver.
+    repeated = results.groupBy("result_id").agg(
+        F.countDistinct(PARTITION, INTERVAL).alias("ranges")).where("ranges > 1")
+    collided = {row.result_id for row in repeated.toLocalIterator()}
+    order = [F.greatest("order_ts", "floor"), PARTITION, INTERVAL, "order_seq"]
+    chunks = -(-sum(g["rows"] for g in groups) // CHUNK_ROWS)
+    ordered = (results.join(F.broadcast(floor), [PARTITION, INTERVAL])
+               .repartitionByRange(chunks, *order).sortWithinPartitions(*order)
+               .select(PARTITION, INTERVAL, "result_id", "json"))
+    return _deduplicated(ordered.toLocalIterator(prefetchPartitions=True), collided, results)
+
+
+def _deduplicated(rows: Iterator[Any], collided: set[str], results: Any) -> Iterator[str]:
+    """The lines of ``rows`` (in output order) without those of an id that an earlier range
+    gave (``collided``: the ids of several ranges); ``results`` unpersisted at the end."""
     first: dict[str, tuple[int, int]] = {}
-    lines = []
-    for _, group, result_id, line in heapq.merge(*per_partition.values(), key=lambda r: r[0]):
-        if first.setdefault(result_id, group) == group:
-            lines.append(line)
-    return lines
+    try:
+        for row in rows:
+            if row.result_id in collided and \
+                    first.setdefault(row.result_id, (row[PARTITION], row[INTERVAL])) != \
+                    (row[PARTITION], row[INTERVAL]):
+                continue
+            yield row.json
+    finally:
+        results.unpersist()
 
 
 def topic_schema(archive: Archive, topic: str) -> pa.Schema:
@@ -357,7 +404,7 @@ def windowed_aggregation(request: OfflineRequest, topic: str, options: QueryOpti
     return run.lines
 
 
-def _write(lines: Sequence[str], output: Path | None) -> None:
+def _write(lines: Iterable[str], output: Path | None) -> None:
     out: IO[str] = open(output, "w") if output else sys.stdout  # noqa: SIM115
     try:
         for line in lines:

@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from batch.offline import (
     OfflineJob,
+    OfflineRun,
     archive_of,
     event_columns,
     offline_of,
@@ -179,12 +180,17 @@ def measure(spark: Any, job: OfflineJob, indexes: str | None) -> Measured:
         estimated = int(replay_plan.estimate.bytes)
         chosen = ",".join(replay_plan.chosen) or "none"
     driver = archive.bytes_read - before
+
+    def complete() -> tuple[OfflineRun, frozenset[str]]:
+        # The lines stream from Spark as they are read: reading them is part of the run.
+        run = run_offline(spark, job, intervals, blocks, columns)
+        return run, frozenset(run.lines)
+
     # Best of two: the machine is shared, and a worker's first run of a query compiles it.
-    (run, seconds), (_, again) = (timed(lambda: run_offline(spark, job, intervals, blocks,
-                                                             columns)) for _ in range(2))
+    ((run, lines), seconds), (_, again) = (timed(complete) for _ in range(2))
     seconds = min(seconds, again)
     return Measured(seconds + plan_seconds, plan_seconds, run.rows_read,
-                    run.bytes_read + driver, estimated, chosen, frozenset(run.lines))
+                    run.bytes_read + driver, estimated, chosen, lines)
 
 
 def print_row(label: str, variant: str, m: Measured, full: Measured) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,8 @@ from workers.evaluation import encode_result
 
 #: Seconds between two looks at the status topic or the archive while the hand-off waits.
 POLL_SECONDS = 1.0
+#: Sends a publisher awaits together: the producer batches them, and no more are held.
+IN_FLIGHT = 10_000
 
 
 class BackfillError(SituflowError):
@@ -88,11 +90,19 @@ def partition_results(compiled: CompiledQuery, events: EventBatch, settings: Str
                       ) -> list[Any]:
     """The query's results over one partition's events (in archive order), with a fresh
     operator and the services' typing rule (module doc)."""
-    if len(events) == 0:
-        return []
+    return list(stream_results(compiled, [events], settings))
+
+
+def stream_results(compiled: CompiledQuery, batches: Iterable[EventBatch],
+                   settings: StreamSettings) -> Iterator[Any]:
+    """:func:`partition_results` over one partition's events given batch by batch (the
+    operator keeps its state across them, as in the services)."""
     types = compiled.attribute_types.without(
         {settings.time_field, settings.type_field, settings.id_field})
-    return list(compiled.operator().process(conform(events, types).batch))
+    operator = compiled.operator()
+    for events in batches:
+        if len(events):
+            yield from operator.process(conform(events, types).batch)
 
 
 def first_offsets(results: Sequence[Match], events: EventBatch, offsets: pa.ChunkedArray
@@ -105,16 +115,24 @@ def first_offsets(results: Sequence[Match], events: EventBatch, offsets: pa.Chun
             for result in results]
 
 
-async def publish(kafka: KafkaSettings, compiled: CompiledQuery, results: Sequence[Any]) -> None:
-    """Send ``results`` to the query's output topic (created if missing) as the services do."""
+async def publish(kafka: KafkaSettings, compiled: CompiledQuery, results: Iterable[Any]) -> int:
+    """Send ``results`` to the query's output topic (created if missing) as the services do;
+    how many. At most :data:`IN_FLIGHT` sends are pending at a time: ``results`` may be a long
+    stream that is never held whole."""
     spec = query_topic(QueryOutput(compiled.name, OUTPUT_ROLES[compiled.language]))
     await create_topics(kafka, [spec])
+    count = 0
     async with AIOKafkaProducer(**kafka.client_kwargs(), acks="all") as producer:
         sent = []
         for result in results:
             key, value, headers = encode_result(result)
             sent.append(await producer.send(spec.name, value, key=key, headers=headers))
+            count += 1
+            if len(sent) == IN_FLIGHT:
+                await asyncio.gather(*sent)
+                sent.clear()
         await asyncio.gather(*sent)
+    return count
 
 
 def check_handoff(compiled: CompiledQuery) -> float:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -198,9 +198,23 @@ class Archive:
              columns: Sequence[str] | None = None) -> pa.Table:
         """The rows of one topic partition with ``lo <= time <= hi`` (None: unbounded), reading
         only the row groups whose time span overlaps the range."""
-        blocks = [b for b in self.blocks(topic, partition)
-                  if (lo is None or b.ts_max >= lo) and (hi is None or b.ts_min <= hi)]
-        table = self.read_blocks(topic, partition, blocks, columns)
+        table = self.read_blocks(topic, partition,
+                                 _overlapping(self.blocks(topic, partition), lo, hi), columns)
+        return self._in_range(topic, table, lo, hi)
+
+    def read_segments(self, topic: str, partition: int, lo: int | None = None,
+                      hi: int | None = None, columns: Sequence[str] | None = None
+                      ) -> Iterator[pa.Table]:
+        """:meth:`read`'s rows one segment at a time, for a partition that need not fit in
+        memory (segments without rows in the range are skipped)."""
+        for segment in self.segments(topic, partition):
+            blocks = _overlapping(segment.blocks, lo, hi)
+            if blocks:
+                yield self._in_range(topic, self.read_blocks(topic, partition, blocks, columns),
+                                     lo, hi)
+
+    def _in_range(self, topic: str, table: pa.Table, lo: int | None, hi: int | None
+                  ) -> pa.Table:
         if (lo is None and hi is None) or not table.num_rows:
             return table
         times = table.column(self.time_field(topic))
@@ -316,6 +330,11 @@ def compressed_bytes(parquet: pq.ParquetFile, row_groups: Sequence[int],
 def _first_seq(path: str) -> int | str:
     stem = path.rsplit("/", 1)[-1].removesuffix(SEGMENT_SUFFIX)
     return int(stem) if stem.isdigit() else stem
+
+
+def _overlapping(blocks: Sequence[Block], lo: int | None, hi: int | None) -> list[Block]:
+    """The ``blocks`` whose time span overlaps ``lo..hi`` (None: unbounded)."""
+    return [b for b in blocks if (lo is None or b.ts_max >= lo) and (hi is None or b.ts_min <= hi)]
 
 
 def _concat(parts: list[tuple[str, pa.Table]], directory: str) -> pa.Table:

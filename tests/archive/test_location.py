@@ -60,6 +60,9 @@ def test_a_time_range_reads_the_overlapping_blocks_and_gives_the_rows_in_it(
     overlapping = [b for b in archive.blocks(TOPIC, 0) if b.ts_max >= lo and b.ts_min <= hi]
     assert sum(b.count for b in overlapping) >= len(expected)
     assert archive.read(TOPIC, 0).num_rows == len(events)
+    segments = list(archive.read_segments(TOPIC, 0, lo, hi, columns=["speed"]))
+    assert len(segments) <= len(archive.segments(TOPIC, 0))
+    assert [r for part in segments for r in part.to_pylist()] == rows
 
 
 def test_read_blocks_reads_those_row_groups_and_columns_and_counts_their_bytes(

@@ -4,6 +4,7 @@ replay with every index choice (thesis §3.4; research §4.2, AT-08)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,11 +12,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from batch.index_build import build_indexes
 from situflow.archive.importer import import_events
 from situflow.cli import main
 from situflow.datagen.cars import car_columns
+from tests.profiles import scaled
 
 EXAMPLES = Path(__file__).parents[2] / "situflow" / "examples"
 
@@ -239,7 +243,7 @@ def test_rows_are_tagged_with_the_range_they_fall_in():
     assert tag_rows(table, [], "ts").num_rows == 0
 
 
-def test_results_are_merged_in_full_replay_order_and_deduplicated_across_ranges():
+def test_results_are_merged_in_full_replay_order_and_deduplicated_across_ranges(spark):
     import pyarrow as pa
 
     from batch.offline import INTERVAL, PARTITION, full_replay_order
@@ -253,4 +257,88 @@ def test_results_are_merged_in_full_replay_order_and_deduplicated_across_ranges(
                       "result_id": [r[4] for r in rows],
                       "json": [f"{r[4]}@{r[2]}.{r[3]}" for r in rows]})
     # a range keeps its own repeated id (a), a later range loses one an earlier range gave (b)
-    assert full_replay_order(table) == ["e@1.0", "a@0.0", "a@0.0", "b@0.0", "c@0.1", "d@0.1"]
+    found = full_replay_order(spark.createDataFrame(table.to_pandas()))
+    assert list(found) == ["e@1.0", "a@0.0", "a@0.0", "b@0.0", "c@0.1", "d@0.1"]
+
+
+def test_many_results_stream_to_the_output_in_sorted_chunks(spark, tmp_path, monkeypatch):
+    """Tens of thousands of results, sorted by Spark in many small chunks: the output is
+    ``situflow run``'s, and the driver pulls the rows one by one as it writes them (never a
+    list of all results)."""
+    from collections.abc import Iterator
+
+    import batch.offline
+
+    query = tmp_path / "pairs.sase"
+    query.write_text("PATTERN SEQ(Stock a, Stock b) WHERE skip_till_any_match(a, b) "
+                     "{ [symbol] and b.price > a.price } WITHIN 30 seconds")
+    events = tmp_path / "stocks.jsonl"
+    events.write_text("".join(json.dumps(e) + "\n" for e in stocks()))
+    for stream, partitions in (("one", "1"), ("two", "2")):
+        assert main(["archive", "import", str(events), "--archive", str(tmp_path), "--stream",
+                     stream, "--key-fields", "symbol", "--partitions", partitions]) == 0
+    expected = run(query, events, tmp_path / "run.jsonl")
+    assert len(expected) > 20_000
+    monkeypatch.setattr(batch.offline, "CHUNK_ROWS", 1_000)
+    pulled = [0]
+    frames = type(spark.range(1))  # the session's DataFrame class (pyspark.sql.classic's)
+    to_local_iterator = frames.toLocalIterator
+
+    def counted(frame: Any, prefetchPartitions: bool = False) -> Iterator[Any]:
+        for row in to_local_iterator(frame, prefetchPartitions):
+            pulled[0] += 1
+            yield row
+
+    write = batch.offline._write
+
+    def spy(lines: Iterator[str], output: Path) -> None:
+        assert isinstance(lines, Iterator)
+        pulled[0] = 0
+        first = next(lines)
+        assert pulled[0] == 1  # the first line is written after one row, not after them all
+        write(itertools.chain([first], lines), output)
+        assert pulled[0] == len(expected)
+
+    monkeypatch.setattr(frames, "toLocalIterator", counted)
+    monkeypatch.setattr(batch.offline, "_write", spy)
+    out = tmp_path / "offline.jsonl"
+    assert offline(query, tmp_path, "one", out, "--indexes", "none") == expected
+    # Two partitions: situflow run's results, merged by emission time.
+    found = offline(query, tmp_path, "two", out, "--indexes", "none")
+    assert sorted(found) == sorted(expected)
+    times = [json.loads(line)["emitted_at"] for line in found]
+    assert times == sorted(times)
+
+
+@pytest.mark.slow  # a few Spark jobs per example
+@settings(max_examples=scaled(0.1), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.lists(st.tuples(st.integers(0, 9), st.sampled_from("abcdef")),
+                                  max_size=5), min_size=1, max_size=3), min_size=1, max_size=3))
+def test_spark_sorts_results_as_the_merge_by_emission_time_orders_them(spark, partitions):
+    """Whatever the emission times (not even rising within a range), the order and the
+    de-duplication are those of ``heapq.merge`` of the partitions' results in full-replay order
+    by emission time, keeping an id in the range that gave it first."""
+    import heapq
+
+    import pyarrow as pa
+
+    from batch.offline import INTERVAL, PARTITION, full_replay_order
+
+    rows = [(ts, seq, p, r, result_id) for p, ranges in enumerate(partitions)
+            for r, results in enumerate(ranges) for seq, (ts, result_id) in enumerate(results)]
+    merged = heapq.merge(*([row for row in rows if row[2] == p] for p in range(len(partitions))),
+                         key=lambda row: row[0])
+    first: dict[str, tuple[int, int]] = {}
+    expected = [f"{i}@{p}.{r}.{seq}" for _, seq, p, r, i in merged
+                if first.setdefault(i, (p, r)) == (p, r)]
+    # The replay stage gives each range's running maximum of the emission time.
+    running = [max(ts for ts, seq, p, r, _ in rows[:k + 1] if (p, r) == row[2:4] and seq <= row[1])
+               for k, row in enumerate(rows)]
+    table = pa.table({"result_id": [r[4] for r in rows], "order_ts": pa.array(running, pa.int64()),
+                      "order_seq": pa.array([r[1] for r in rows], pa.int64()),
+                      "json": [f"{r[4]}@{r[2]}.{r[3]}.{r[1]}" for r in rows],
+                      PARTITION: pa.array([r[2] for r in rows], pa.int32()),
+                      INTERVAL: pa.array([r[3] for r in rows], pa.int32())})
+    frame = spark.createDataFrame(table.to_pandas(), "result_id string, order_ts long, order_seq "
+                                  f"long, json string, {PARTITION} int, {INTERVAL} int")
+    assert list(full_replay_order(frame)) == expected
