@@ -182,10 +182,6 @@ class _QuietPoints:
     times: dict[str | None, np.ndarray]
     seen: dict[str | None, np.ndarray]
 
-    #: A core of all keys whose keys need more quiet events than the spans hold is replayed
-    #: from (to) the edge of the data rather than searched key by key.
-    SEARCHED_KEYS = 64
-
     def find(self, offline: OfflineQuery, source: EventSource, partition: int, core: Interval,
              data: tuple[int, int], before: bool) -> int | None:
         """The time of the last quiet event of the core's key before the core (``before``), or
@@ -214,26 +210,51 @@ class _QuietPoints:
                  core: Interval, data: tuple[int, int], before: bool) -> int | None:
         keys = [k for k, t in self.seen.items()
                 if np.searchsorted(t, core.hi, side="right") > np.searchsorted(t, core.lo)]
+        span = next(s for s in self.spans
+                    if s[0] <= (core.lo - 1 if before else core.hi + 1) <= s[1])
         bounds = []
-        searched = 0
+        missing = set()
         for key in keys:
             quiet = self.times.get(key, np.empty(0, np.int64))
             inside = quiet[(quiet < core.lo) if before else (quiet > core.hi)]
-            span = next(s for s in self.spans
-                        if s[0] <= (core.lo - 1 if before else core.hi + 1) <= s[1])
             if len(inside) and (inside[-1] >= span[0] if before else inside[0] <= span[1]):
                 bounds.append(int(inside[-1] if before else inside[0]))
-                continue
-            searched += 1
-            if searched > self.SEARCHED_KEYS:
-                return None
-            found = self.find(offline, source, partition, replace(core, key=key), data, before)
+            else:
+                missing.add(key)
+        if missing:
+            found = _quiet_times_of_keys(offline, source, partition, missing, data,
+                                         span[0] - 1 if before else span[1] + 1, before)
             if found is None:
                 return None
-            bounds.append(found)
+            bounds += found
         if not bounds:
             return core.lo if before else core.hi
         return min(bounds) if before else max(bounds)
+
+
+def _quiet_times_of_keys(offline: OfflineQuery, source: EventSource, partition: int,
+                         keys: set[str | None], data: tuple[int, int], edge: int,
+                         before: bool) -> list[int] | None:
+    """Per key of ``keys``, the time of its last quiet event up to ``edge`` (``before``; else
+    its first from ``edge`` on), in spans that double and that all keys share, so many keys
+    cost one look-back; None when a key has none up to the edge of the data."""
+    assert offline.pattern is not None
+    width = max(1, offline.pattern.window)
+    missing = set(keys)
+    found: list[int] = []
+    while missing and (data[0] <= edge if before else edge <= data[1]):
+        lo, hi = (max(edge - width + 1, data[0]), edge) if before else \
+            (edge, min(edge + width - 1, data[1]))
+        times, texts, quiet = _keyed_events(offline, source.events(partition, lo, hi))
+        nearest: dict[str | None, int] = {}
+        for t, key, q in zip(times.tolist(), texts, quiet.tolist(), strict=True):
+            if q and key in missing and (before or key not in nearest):
+                nearest[key] = t  # in time order: the last one wins looking back
+        found += nearest.values()
+        missing -= nearest.keys()
+        edge = lo - 1 if before else hi + 1
+        width *= 2
+    return None if missing else found
 
 
 def _near_quiet(offline: OfflineQuery, source: EventSource, partition: int,
