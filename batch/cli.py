@@ -36,7 +36,7 @@ def register(sub: Subparsers) -> None:
 
 
 def offline_parser() -> argparse.ArgumentParser:
-    """A parser of the offline command alone (``python -m batch.offline``, for spark-submit)."""
+    """A parser of the offline command alone (``batch/submit.py``, for spark-submit)."""
     parser = argparse.ArgumentParser(prog="batch.offline")
     _offline_arguments(parser)
     return parser
@@ -232,10 +232,10 @@ def _archive_import(args: argparse.Namespace) -> int:
 
 
 def _archive_check(args: argparse.Namespace) -> int:
-    from situflow.archive import open_archive
+    from situflow.archive import check_topic, open_archive
 
     try:
-        warnings = open_archive(args.archive).check(args.topic, allow_gaps=args.allow_gaps)
+        warnings = check_topic(open_archive(args.archive), args.topic, allow_gaps=args.allow_gaps)
     except SituflowError as e:
         print(f"situflow: {e}", file=sys.stderr)
         return EXIT_INPUT

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from situflow.archive import Archive, open_archive, stream_settings
-from situflow.archive.checks import ArchiveError
+from situflow.archive.format import ArchiveError
 from situflow.archive.secondary import (
     attribute_kind_in,
     commit_build,

@@ -39,6 +39,7 @@ from situflow.archive import (
     ArchiveError,
     Block,
     StreamSettings,
+    check_topic,
     open_archive,
     stream_settings,
 )
@@ -362,7 +363,7 @@ def offline(request: OfflineRequest, *, master: str | None = None, output: Path 
     if lines is not None:
         _write(lines, output)
         return OfflineRun(lines, 0, 0)
-    for warning in archive.check(topic, allow_gaps=request.allow_gaps,
+    for warning in check_topic(archive, topic, allow_gaps=request.allow_gaps,
                                  attributes=query_attributes(query), lo=request.lo,
                                  hi=request.hi):
         print(f"situflow: warning: {warning}", file=sys.stderr)
@@ -412,15 +413,3 @@ def _write(lines: Iterable[str], output: Path | None) -> None:
     finally:
         if out is not sys.stdout:
             out.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m batch.offline ...``: the entry point for ``spark-submit``."""
-    from batch.cli import offline_parser
-
-    args = offline_parser().parse_args(argv)
-    return int(args.command(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

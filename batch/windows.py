@@ -27,7 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from situflow.archive import ARCHIVE_SEQ, Archive, Block, StreamSettings, open_archive
+from situflow.archive import ARCHIVE_SEQ, Archive, Block, StreamSettings, check_topic, open_archive
 from situflow.kslack.positions import SEQ_FIELD
 from situflow.languages import compile_query
 from situflow.offline.windows import (
@@ -108,7 +108,7 @@ def run_windows(spark: Callable[[], Any], job: WindowJob, *, method: Method = "a
     archive = open_archive(job.uri)
     attributes = [c for c in aggregation.columns
                   if c not in (aggregation.time_field, aggregation.type_field)]
-    warnings = archive.check(job.topic, allow_gaps=allow_gaps, attributes=attributes,
+    warnings = check_topic(archive, job.topic, allow_gaps=allow_gaps, attributes=attributes,
                              lo=job.lo, hi=job.hi)
     blocks = {p: archive.blocks(job.topic, p) for p in archive.partitions(job.topic)}
     plan = plan_windows(aggregation, blocks, lo=job.lo, hi=job.hi, method=method)

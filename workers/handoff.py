@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from situflow.archive import ARCHIVE_OFFSET, ARCHIVE_SEQ, Archive, StreamSettings, ordered_topic
+from situflow.archive import ARCHIVE_OFFSET, ARCHIVE_SEQ, Archive, StreamSettings, check_topic, ordered_topic
 from situflow.errors import SituflowError
 from situflow.event_types import conform
 from situflow.events import EventBatch
@@ -72,7 +72,7 @@ def archive_partitions(archive: Archive, topic: str, lo: int | None = None,
     """The partitions of ``topic`` in ``archive``, checked (:meth:`Archive.check`: a corrupt
     segment, a gap, schema drift, no data in ``lo``..``hi`` raise ``ArchiveError`` naming files
     and seqs)."""
-    archive.check(topic, lo=lo, hi=hi)
+    check_topic(archive, topic, lo=lo, hi=hi)
     return archive.partitions(topic)
 
 

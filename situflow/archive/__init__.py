@@ -23,11 +23,12 @@ a *block* of the lightweight index, whose aggregates a sidecar keeps (:mod:`.blo
 """
 
 from situflow.archive.blocks import AttrStats, Block
-from situflow.archive.checks import ArchiveError
+from situflow.archive.checks import check_topic
 from situflow.archive.format import (
     ARCHIVE_OFFSET,
     ARCHIVE_SEQ,
     META_KEY,
+    ArchiveError,
     SegmentMeta,
     SegmentPolicy,
     decode_rows,
@@ -43,9 +44,30 @@ from situflow.archive.stream import StreamSettings, ordered_topic
 from situflow.archive.writer import Segment, write_segment
 
 __all__ = [
-    "ARCHIVE_OFFSET", "ARCHIVE_SEQ", "META_KEY", "Archive", "ArchiveError", "AttrStats", "Block",
-    "PartitionArchive", "Segment", "SegmentInfo", "SegmentLog", "SegmentMeta", "SegmentPolicy",
-    "StreamSettings", "build_blocks", "decode_rows", "open_archive", "ordered_topic",
-    "partition_dir", "read_archive", "read_meta", "segment_name", "segment_paths",
-    "stream_settings", "write_segment",
+    "ARCHIVE_OFFSET",
+    "ARCHIVE_SEQ",
+    "META_KEY",
+    "Archive",
+    "ArchiveError",
+    "AttrStats",
+    "Block",
+    "PartitionArchive",
+    "Segment",
+    "SegmentInfo",
+    "SegmentLog",
+    "SegmentMeta",
+    "SegmentPolicy",
+    "StreamSettings",
+    "build_blocks",
+    "check_topic",
+    "decode_rows",
+    "open_archive",
+    "ordered_topic",
+    "partition_dir",
+    "read_archive",
+    "read_meta",
+    "segment_name",
+    "segment_paths",
+    "stream_settings",
+    "write_segment",
 ]

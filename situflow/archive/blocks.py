@@ -31,8 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from situflow.archive.checks import ArchiveError
-from situflow.archive.format import SEGMENT_SUFFIX, SegmentMeta
+from situflow.archive.format import SEGMENT_SUFFIX, ArchiveError, SegmentMeta
 
 SIDECAR_SUFFIX = ".blocks.json"
 SIDECAR_FORMAT = 1

@@ -13,20 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
-from situflow.archive.format import segment_name
-from situflow.codecs.arrow_events import is_json_text
-from situflow.errors import SituflowError
+from situflow.archive.format import ArchiveError, drift, field_kind, segment_name
 
 if TYPE_CHECKING:
     from situflow.archive.location import Archive
-
-
-class ArchiveError(SituflowError):
-    """An archive that cannot be read as it is: a truncated or corrupt segment, a gap in the
-    seq, an attribute with two types, an attribute or a range without data. The message names
-    the files and seq ranges and says what to do."""
 
 
 def check_topic(archive: Archive, topic: str, *, allow_gaps: bool = False,
@@ -94,27 +84,3 @@ def check_topic(archive: Archive, topic: str, *, allow_gaps: bool = False,
                            f"{'' if lo is None else lo}..{'' if hi is None else hi}: the archive "
                            f"spans {extent}")
     return [*(f"gap: {g}" for g in gaps), *warnings]
-
-
-def field_kind(field: pa.Field) -> str:
-    """:func:`attribute_kind` of a column, "json" for JSON text (values of any JSON type, as
-    K-slack and the import hold values that share no Arrow type)."""
-    return "json" if is_json_text(field) else attribute_kind(field.type)
-
-
-def drift(kind: str, other: str) -> bool:
-    """Whether an attribute of ``kind`` in one segment and ``other`` in another is schema drift
-    (a missing or a JSON-text column combines with any)."""
-    return kind != other and not {"null", "json"} & {kind, other}
-
-
-def attribute_kind(kind: pa.DataType) -> str:
-    """The kind of a Parquet column's type; two kinds of one attribute are schema drift
-    (integers and floats mix: both are numbers)."""
-    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
-        return "number"
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return "string"
-    if pa.types.is_null(kind):
-        return "null"
-    return str(kind)

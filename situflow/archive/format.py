@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from situflow.codecs import arrow_events
-from situflow.errors import InputError
+from situflow.errors import InputError, SituflowError
 
 #: Columns the archive adds to every row.
 ARCHIVE_SEQ = "_situflow_archive_seq"
@@ -23,6 +23,12 @@ SEGMENT_SUFFIX = ".parquet"
 #: Rows per Parquet row group, a *block* of the lightweight index (thesis §3.2.1): the unit a
 #: reader of the offline path skips by statistics and aggregates without reading rows.
 BLOCK_ROWS = 16_384
+
+
+class ArchiveError(SituflowError):
+    """An archive that cannot be read as it is: a truncated or corrupt segment, a gap in the
+    seq, an attribute with two types, an attribute or a range without data. The message names
+    the files and seq ranges and says what to do."""
 
 
 @dataclass(frozen=True)
@@ -121,3 +127,27 @@ def time_column(table: pa.Table, time_field: str) -> pa.ChunkedArray | None:
     if index < 0 or not pa.types.is_integer(table.schema.field(index).type):
         return None
     return table.column(index)
+
+
+def field_kind(field: pa.Field) -> str:
+    """:func:`attribute_kind` of a column, "json" for JSON text (values of any JSON type, as
+    K-slack and the import hold values that share no Arrow type)."""
+    return "json" if arrow_events.is_json_text(field) else attribute_kind(field.type)
+
+
+def drift(kind: str, other: str) -> bool:
+    """Whether an attribute of ``kind`` in one segment and ``other`` in another is schema drift
+    (a missing or a JSON-text column combines with any)."""
+    return kind != other and not {"null", "json"} & {kind, other}
+
+
+def attribute_kind(kind: pa.DataType) -> str:
+    """The kind of a Parquet column's type; two kinds of one attribute are schema drift
+    (integers and floats mix: both are numbers)."""
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        return "number"
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "string"
+    if pa.types.is_null(kind):
+        return "null"
+    return str(kind)

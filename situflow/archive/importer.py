@@ -41,12 +41,12 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from situflow.archive.blocks import sidecar_bytes, sidecar_name, table_blocks
-from situflow.archive.checks import ArchiveError
 from situflow.archive.format import (
     ARCHIVE_OFFSET,
     ARCHIVE_SEQ,
     BLOCK_ROWS,
     META_KEY,
+    ArchiveError,
     SegmentMeta,
     segment_name,
 )

@@ -48,8 +48,15 @@ from situflow.archive.blocks import (
     sidecar_bytes,
     sidecar_name,
 )
-from situflow.archive.checks import ArchiveError, check_topic, drift, field_kind
-from situflow.archive.format import ARCHIVE_SEQ, META_KEY, SEGMENT_SUFFIX, SegmentMeta
+from situflow.archive.format import (
+    ARCHIVE_SEQ,
+    META_KEY,
+    SEGMENT_SUFFIX,
+    ArchiveError,
+    SegmentMeta,
+    drift,
+    field_kind,
+)
 from situflow.archive.stream import STREAM_FILE, StreamSettings
 from situflow.codecs import arrow_events
 from situflow.kslack.positions import SEQ_FIELD
@@ -221,12 +228,6 @@ class Archive:
         bounds = ([] if lo is None else [pc.greater_equal(times, lo)]) + \
             ([] if hi is None else [pc.less_equal(times, hi)])
         return table.filter(bounds[0] if len(bounds) == 1 else pc.and_(*bounds))
-
-    def check(self, topic: str, allow_gaps: bool = False, attributes: Sequence[str] = (),
-              lo: int | None = None, hi: int | None = None) -> list[str]:
-        """Check ``topic`` (:func:`situflow.archive.checks.check_topic`); the warnings."""
-        return check_topic(self, topic, allow_gaps=allow_gaps, attributes=attributes,
-                           lo=lo, hi=hi)
 
     def write_file(self, path: str, data: bytes) -> None:
         """Write ``data`` to ``path`` whole: a temporary name, then a rename (module doc)."""

@@ -49,8 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from situflow.archive.checks import ArchiveError, field_kind
-from situflow.archive.format import ARCHIVE_SEQ
+from situflow.archive.format import ARCHIVE_SEQ, ArchiveError, field_kind
 from situflow.archive.location import Archive, compressed_bytes
 from situflow.offline.pattern import Condition, Range
 

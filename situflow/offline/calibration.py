@@ -29,8 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from situflow.archive.blocks import Block
-from situflow.archive.checks import ArchiveError
-from situflow.archive.format import ARCHIVE_SEQ
+from situflow.archive.format import ARCHIVE_SEQ, ArchiveError
 from situflow.archive.location import Archive
 from situflow.archive.stream import StreamSettings
 from situflow.languages import compile_query

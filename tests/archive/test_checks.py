@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from situflow.archive import ArchiveError, open_archive
+from situflow.archive import ArchiveError, check_topic, open_archive
 from situflow.archive.blocks import sidecar_name
 from tests.archive.archives import write_partition
 
@@ -21,7 +21,7 @@ def three_segments(root: Path) -> list[Path]:
 
 def test_a_sound_archive_passes(tmp_path: Path) -> None:
     three_segments(tmp_path)
-    assert open_archive(tmp_path).check(TOPIC, attributes=["speed"], lo=3, hi=5) == []
+    assert check_topic(open_archive(tmp_path), TOPIC, attributes=["speed"], lo=3, hi=5) == []
 
 
 def test_a_truncated_segment_is_named_with_its_seq_range(tmp_path: Path) -> None:
@@ -29,7 +29,7 @@ def test_a_truncated_segment_is_named_with_its_seq_range(tmp_path: Path) -> None
     middle.write_bytes(middle.read_bytes()[:-100])
     archive = open_archive(tmp_path)
     with pytest.raises(ArchiveError, match=rf"{middle} \(seq from 4\): truncated or corrupt"):
-        archive.check(TOPIC)
+        check_topic(archive, TOPIC)
     with pytest.raises(ArchiveError, match=rf"{middle} \(seq from 4\).*truncated or corrupt"):
         archive.read(TOPIC, 0, 5, 6)
     assert archive.read(TOPIC, 0, 9, 11).num_rows == 3  # the other segments stay readable
@@ -48,8 +48,8 @@ def test_a_missing_middle_segment_is_a_gap_unless_allowed(tmp_path: Path) -> Non
     middle.unlink()
     (middle.parent / sidecar_name(middle.name)).unlink()
     with pytest.raises(ArchiveError, match=rf"seq 4\.\.7 missing between {first} and {last}"):
-        open_archive(tmp_path).check(TOPIC)
-    warnings = open_archive(tmp_path).check(TOPIC, allow_gaps=True)
+        check_topic(open_archive(tmp_path), TOPIC)
+    warnings = check_topic(open_archive(tmp_path), TOPIC, allow_gaps=True)
     assert warnings == [f"gap: {TOPIC}[0]: seq 4..7 missing between {first} and {last}"]
 
 
@@ -58,26 +58,26 @@ def test_an_attribute_with_two_types_names_both_segments(tmp_path: Path) -> None
     drifted = write_partition(tmp_path, TOPIC, 0, [[{"ts": 3, "speed": "fast"}]], first_seq=2)
     with pytest.raises(ArchiveError, match=rf"'speed' is a number in {first[0]} but a string in "
                                            rf"{drifted[0]} \(seq from 2\)"):
-        open_archive(tmp_path).check(TOPIC)
+        check_topic(open_archive(tmp_path), TOPIC)
 
 
 def test_an_attribute_no_segment_has_and_a_range_without_data_are_named(tmp_path: Path) -> None:
     three_segments(tmp_path)
     archive = open_archive(tmp_path)
     with pytest.raises(ArchiveError, match=r"no segment has attribute\(s\) 'colour'"):
-        archive.check(TOPIC, attributes=["speed", "colour"])
+        check_topic(archive, TOPIC, attributes=["speed", "colour"])
     with pytest.raises(ArchiveError, match=r"no data in the range 20\.\.30: the archive spans "
                                            r"0\.\.11"):
-        archive.check(TOPIC, lo=20, hi=30)
+        check_topic(archive, TOPIC, lo=20, hi=30)
     with pytest.raises(ArchiveError, match="no data: the archive has no segments of topic "
                                            r"'bikes\.ordered'"):
-        archive.check("bikes.ordered")
+        check_topic(archive, "bikes.ordered")
 
 
 def test_segments_without_a_block_index_are_a_warning(tmp_path: Path) -> None:
     segment = three_segments(tmp_path)[0]
     (segment.parent / sidecar_name(segment.name)).unlink()
-    assert open_archive(tmp_path).check(TOPIC) == [
+    assert check_topic(open_archive(tmp_path), TOPIC) == [
         f"{segment}: no block index (run `situflow index blocks`)"]
 
 
@@ -89,7 +89,7 @@ def test_a_block_index_of_another_segment_is_caught(tmp_path: Path) -> None:
         (wrong.parent / sidecar_name(wrong.name)).read_bytes())
     with pytest.raises(ArchiveError, match=rf"{middle} \(seq 4\.\.4\): holds 4 rows in 2 row "
                                            r"groups, .* say 1 in 1"):
-        open_archive(tmp_path).check(TOPIC)
+        check_topic(open_archive(tmp_path), TOPIC)
 
 
 def test_a_renamed_segment_is_caught(tmp_path: Path) -> None:
@@ -98,4 +98,4 @@ def test_a_renamed_segment_is_caught(tmp_path: Path) -> None:
     last.rename(renamed)
     (last.parent / sidecar_name(last.name)).rename(renamed.parent / sidecar_name(renamed.name))
     with pytest.raises(ArchiveError, match=rf"{renamed}: holds seq 8\.\.11, but its name"):
-        open_archive(tmp_path).check(TOPIC)
+        check_topic(open_archive(tmp_path), TOPIC)

@@ -16,7 +16,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from situflow.archive import ARCHIVE_OFFSET, ARCHIVE_SEQ, Archive, ArchiveError, open_archive
+from situflow.archive import (
+    ARCHIVE_OFFSET,
+    ARCHIVE_SEQ,
+    Archive,
+    ArchiveError,
+    check_topic,
+    open_archive,
+)
 from situflow.archive.importer import import_events
 from situflow.archive.secondary import build_index, key_text
 from situflow.codecs.arrow_events import values_of
@@ -74,7 +81,7 @@ def test_an_import_holds_the_events_situflow_run_reads_in_k_slack_order(
     table = archive.read(TOPIC, 0)
     assert table.column(ARCHIVE_SEQ).to_pylist() == list(range(len(rows)))
     assert table.column(ARCHIVE_OFFSET).to_pylist() == table.column(SEQ_FIELD).to_pylist()
-    assert archive.check(TOPIC) == []
+    assert check_topic(archive, TOPIC) == []
 
 
 def test_a_json_lines_file_and_the_same_events_in_parquet_give_the_same_archive(
@@ -160,7 +167,7 @@ def test_json_text_beside_numbers_in_another_segment_reads_as_json_values(tmp_pa
     import_events(jsonl(tmp_path / "2.jsonl", [{"ts": 2, "x": {"a": [1]}}, {"ts": 3, "x": "s"}]),
                   uri, "cars")
     archive = open_archive(uri)
-    assert archive.check(TOPIC) == []
+    assert check_topic(archive, TOPIC) == []
     assert values_of(archive.read(TOPIC, 0, columns=["x"]), "x") == [1, {"a": [1]}, "s"]
     with pytest.raises(ArchiveError, match=r"'x' .* found .*json in"):
         build_index(archive, TOPIC, "x")

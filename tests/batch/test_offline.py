@@ -161,9 +161,9 @@ def test_explain_shows_the_plan_and_what_was_read(spark, tmp_path, capsys):
 
 
 def test_the_spark_submit_entry_point_runs_the_offline_command(spark, tmp_path):
-    """``spark-submit batch/offline.py ...`` (or ``python -m batch.offline``) takes the
+    """``spark-submit batch/submit.py ...`` (or ``python -m batch.submit``) takes the
     command's arguments."""
-    from batch.offline import main as submitted
+    from batch.submit import main as submitted
 
     events = archive(tmp_path, "stocks", stocks(300))
     expected = run(EXAMPLES / "downtrends.cogra", events, tmp_path / "run.jsonl")
