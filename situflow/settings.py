@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import ssl
 import sys
 from collections.abc import Iterable, Iterator, Mapping
@@ -266,6 +267,8 @@ class ServiceSettings(_Settings):
         "topic of the situation records from the deriver to the matcher"))
     queries_topic: str = Field("situflow.queries", min_length=1, description=(
         "query registry topic (compacted)"))
+    services_topic: str = Field("situflow.services", min_length=1, description=(
+        "topic where each service worker announces itself for situflow status (compacted)"))
     archive_topics: CommaList = Field((), description=(
         "topics the archiver keeps besides the stream's, comma-separated"))
     # Where the queries come from
@@ -278,6 +281,10 @@ class ServiceSettings(_Settings):
         "local state (RocksDB, crash records); default: situflow-data/<service>"))
     web_port: int = Field(6066, ge=0, le=65535, description="port of /health and /metrics")
     web_bind: str = Field("127.0.0.1", description="address of /health and /metrics")
+    web_advertise: str | None = Field(None, description=(
+        "URL other processes reach this worker's /health and /metrics at, announced for "
+        "situflow status (the chart: http://$(POD_IP):6066); default: http://<SITUFLOW_WEB_BIND, "
+        "or the host name if that is 0.0.0.0>:<SITUFLOW_WEB_PORT>"))
     session_timeout: float = Field(10.0, gt=0, description=(
         "consumer group session timeout, in seconds"))
     processing_guarantee: str = Field(AT_LEAST_ONCE, description=(
@@ -320,7 +327,10 @@ class ServiceSettings(_Settings):
         "rows per Parquet row group: a block of the lightweight index the offline path prunes "
         "and aggregates by"))
     # Processes and the CLI
-    log_level: str = Field("warn", description="log level of the services situflow up starts")
+    pushgateway_url: str | None = Field(None, description=(
+        "Pushgateway the Spark commands push their run's metrics to (batch/report.py)"))
+    log_level: str = Field("warn", description=(
+        "log level of a service (situflow serve, and the services situflow up starts)"))
     device: Literal["cpu", "opencl", "auto"] = Field("cpu", description=(
         "kernel backend of situflow run (results are identical on every device)"))
     # Test hooks: only the integration tests set these
@@ -348,6 +358,25 @@ class ServiceSettings(_Settings):
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
+
+    @field_validator("web_advertise")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("give an http:// or https:// URL, e.g. http://10.0.0.7:6066")
+        return None if value is None else value.rstrip("/")
+
+    @property
+    def web_url(self) -> str:
+        """Where other processes reach this worker's web pages: ``SITUFLOW_WEB_ADVERTISE``, else
+        the bind address and port, with the host name for an address that binds every
+        interface (which no other process could connect to)."""
+        if self.web_advertise is not None:
+            return self.web_advertise
+        host = socket.gethostname() if self.web_bind in ("0.0.0.0", "::", "") else self.web_bind
+        if ":" in host:  # an IPv6 address
+            host = f"[{host}]"
+        return f"http://{host}:{self.web_port}"
 
     @field_validator("processing_guarantee")
     @classmethod

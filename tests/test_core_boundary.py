@@ -1,5 +1,6 @@
 """The layers hold: the engine core imports no Kafka client, Faust, Spark, service or topic
-module; services sit above topics above the core; the language layer imports no engine; and no
+module; services sit above topics above the core; the language layer imports no engine; the
+archive imports nothing of the offline planner built on it; and no
 module imports itself through others (an import circle), function-level imports included.
 
 The contracts are import-linter's, in ``pyproject.toml`` (``make lint`` runs them); the circle
@@ -103,6 +104,13 @@ def import_circles(root: Path) -> Iterator[frozenset[str]]:
 def test_no_import_circle() -> None:
     circles = set(import_circles(REPO))
     assert circles == set(), "import circle"
+
+
+def test_the_archive_imports_nothing_of_the_offline_planner_above_it() -> None:
+    modules = project_modules(REPO)
+    upward = {(name, target) for name, path in modules.items() if name.startswith("situflow.archive")
+              for target in imported_modules(name, path, modules) if target.startswith("situflow.offline")}
+    assert upward == set()
 
 
 def test_the_layer_contracts_hold() -> None:

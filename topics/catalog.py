@@ -70,6 +70,7 @@ DEFAULT_PARTITIONS = 4
 
 SITUATIONS = "situations"
 QUERIES = "situflow.queries"
+SERVICES = "situflow.services"
 
 #: Headers of a dead-letter record; its key and value are the original message's, unchanged.
 DLQ_REASON_HEADER = "situflow.error.reason"
@@ -104,6 +105,7 @@ class TopicRole(StrEnum):
     QUERIES = "queries"
     ERRORS = "errors"
     STATUS = "status"
+    SERVICES = "services"
 
 
 class CleanupPolicy(StrEnum):
@@ -208,13 +210,16 @@ class Catalog:
     situations_partitions: int = DEFAULT_PARTITIONS
     replication_factor: int = 1
     situations: str = SITUATIONS
+    services: str = SERVICES
 
     def topics(self) -> list[TopicSpec]:
-        """Control topic, ``situations`` and its DLQ, each stream's four topics, each query's
-        output."""
+        """Control topic, services topic, ``situations`` and its DLQ, each stream's four
+        topics, each query's output."""
         situations = situations_topic(self.situations_partitions, self.replication_factor,
                                       self.situations)
-        specs = [control_topic(self.replication_factor), situations, dlq_topic(situations)]
+        specs = [control_topic(self.replication_factor),
+                 services_topic(self.services, self.replication_factor),
+                 situations, dlq_topic(situations)]
         for stream in self.streams:
             specs.extend(stream_topics(stream, self.replication_factor))
         specs.extend(query_topic(q, self.replication_factor) for q in self.queries)
@@ -395,6 +400,26 @@ def status_topic(name: str, replication_factor: int = 1) -> TopicSpec:
         key=MessageSchema("the query name, UTF-8", ("text/plain",)),
         value=MessageSchema("JSON object {name, id, state, service, error, at} "
                             "(topics.registry.QueryStatus)"),
+        partitions=1,
+        replication_factor=replication_factor,
+        cleanup_policy=CleanupPolicy.COMPACT,
+        retention_ms=-1,
+    )
+
+
+def services_topic(name: str = SERVICES, replication_factor: int = 1) -> TopicSpec:
+    """``situflow.services``: each running service worker's announcement, re-sent every few
+    seconds and deleted (a tombstone) when it stops cleanly (topics.announcements), which
+    ``situflow status`` reads to find the workers of a deployment. One partition, compacted:
+    the newest announcement per worker is all a reader needs. ``name`` renames it
+    (``SITUFLOW_SERVICES_TOPIC``, e.g. one per deployment sharing a Kafka)."""
+    return TopicSpec(
+        name,
+        TopicRole.SERVICES,
+        key=MessageSchema("the worker id <service>@<host>:<web port>, UTF-8", ("text/plain",)),
+        value=MessageSchema("JSON object {service, stream, url, host, pid, started_at, "
+                            "last_seen, version} (topics.announcements); null: the worker "
+                            "stopped"),
         partitions=1,
         replication_factor=replication_factor,
         cleanup_policy=CleanupPolicy.COMPACT,

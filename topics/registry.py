@@ -19,9 +19,10 @@ Writers: :func:`submit` compiles the query first, so an invalid query is never w
 ``QueryError`` reaches the caller, which renders it ``FILE:line:col``), checks it against the
 stream as the services will (:mod:`topics.query_checks`; a :class:`QueryRefused`), then creates
 the query's output topic (``matches.<name>`` for TPStream and SASE+, ``trends.<name>`` for
-COGRA), its error topic ``errors.<name>`` and the status topic, and writes the record;
-:func:`delete` writes the tombstone. Readers: :func:`list_queries` once, and
-:class:`RegistryWatcher` for services, which follow the topic while they run.
+COGRA), its error topic ``errors.<name>`` and the status topic, and writes the record unless
+the name already holds the same query (a re-submit is a no-op); :func:`delete` writes the
+tombstone. Readers: :func:`list_queries` once, and :class:`RegistryWatcher` for services,
+which follow the topic while they run.
 
 Reading "to the end" relies on the broker's ListOffsets(latest) answer. tansu 0.6 answers the
 base offset of the newest record batch + 1, which is only right when that batch holds one record
@@ -124,6 +125,9 @@ class QueryRecord:
     source: str | None = None
     #: The stream it was checked against at submit (name, key fields, unpartitioned), if any.
     stream: StreamSpec | None = None
+    #: Submitted with a backfill (``query submit --backfill-from``): the deriver begins each key
+    #: of a TPStream query at a quiet event (batch/README.md, "Backfill").
+    handoff: bool = False
     #: Where a reader found the record in the control topic (-1: not read from it). Services
     #: stamp their output with it so that a downstream service can tell whether it has read
     #: the same registration yet (:meth:`RegistryWatcher.reached`).
@@ -164,6 +168,8 @@ def encode_record(record: QueryRecord) -> tuple[bytes, bytes]:
                            "key_fields": list(record.stream.key_fields),
                            "unpartitioned": record.stream.unpartitioned,
                            "time_unit": record.stream.time_unit}
+    if record.handoff:
+        value["handoff"] = True
     return record.name.encode(), json.dumps(value).encode()
 
 
@@ -201,7 +207,7 @@ def decode_record(key: bytes | None, value: bytes | None) -> tuple[str, QueryRec
         raise RegistryRecordError(f"query {name!r}: unknown language {fields['language']!r}")
     return name, QueryRecord(
         name, fields["language"], fields["text"], fields["id"], fields["submitted_at"],
-        fields["source"], _stream(name, fields.get("stream")),
+        fields["source"], _stream(name, fields.get("stream")), fields.get("handoff") is True,
     )
 
 
@@ -226,13 +232,20 @@ async def submit(
     topic: str | None = None,
     replication_factor: int = 1,
     stream: StreamSpec | None = None,
+    handoff: bool = False,
 ) -> QueryRecord:
     """Validate ``text`` (against ``stream`` if given), create its output and error topics,
-    register it as ``name``; return the record.
+    register it as ``name`` (``handoff``: with a backfill, :attr:`QueryRecord.handoff`);
+    return the record.
 
     A query error (:class:`situflow.errors.QueryError`) or a :class:`QueryRefused` propagates
     before anything is written. Submitting a registered name replaces its query. Returns once
     the broker acknowledged.
+
+    Submitting again what ``name`` already holds (the same query id, so also a reformatted
+    text, for the same stream) writes nothing and returns the registered record, whose
+    ``offset`` (not -1) tells it apart: a deployment's registration job re-runs at every
+    upgrade, and each re-run would otherwise add a record that changes nothing.
     """
     # Durations are converted with the stream's time unit, as the services will.
     time_unit = 1.0 if stream is None else stream.time_unit
@@ -248,13 +261,18 @@ async def submit(
         raise InvalidQueryName(
             f"query name {name!r} cannot name a topic: use letters, digits, '.', '_' or '-'"
         ) from None
-    record = QueryRecord(name, compiled.language, text, compiled.query_id,
-                         time.time_ns() // 1_000_000, source_path, stream)
     settings, topic = _settings(kafka), topic or registry_topic()
     await create_topics(settings, [registry_spec(topic, replication_factor),
                                    query_topic(output, replication_factor),
                                    error_topic(name, replication_factor),
                                    status_topic(status_topic_name(topic), replication_factor)])
+    registered = (await list_queries(settings, topic=topic)).get(name)
+    if registered is not None and (registered.query_id, registered.language, registered.stream,
+                                   registered.handoff) == (compiled.query_id, compiled.language,
+                                                           stream, handoff):
+        return registered
+    record = QueryRecord(name, compiled.language, text, compiled.query_id,
+                         time.time_ns() // 1_000_000, source_path, stream, handoff)
     await _write(settings, topic, *encode_record(record))
     return record
 
@@ -338,38 +356,68 @@ async def read_statuses(kafka: str | KafkaSettings, *, topic: str | None = None
 @dataclass(frozen=True)
 class QueryStart:
     """Where a service began to evaluate query ``query_id`` on one partition of
-    ``<stream>.ordered``: the offset of the first message it evaluated it on. The backfill's
-    hand-off (batch/README.md, "Backfill") reads it from the status topic, under the key
-    ``<name>/start/<partition>``, which :func:`read_statuses` skips."""
+    ``<stream>.ordered``: the offset of the first message it evaluated it on, and the time its
+    operator began at (of the first event it evaluated; a restored checkpoint keeps the earlier
+    one). The backfill's hand-off (batch/README.md, "Backfill") reads it from the status topic,
+    under the key ``<name>/start/<partition>``, which :func:`read_statuses` skips."""
 
     name: str
     query_id: str
     partition: int
     offset: int
     service: str
+    time: int | None = None
 
 
 def encode_start(start: QueryStart) -> tuple[bytes, bytes]:
     value = {"name": start.name, "id": start.query_id, "partition": start.partition,
-             "offset": start.offset, "service": start.service}
+             "offset": start.offset, "service": start.service, "time": start.time}
     return f"{start.name}/start/{start.partition}".encode(), json.dumps(value).encode()
 
 
 async def read_starts(kafka: str | KafkaSettings, name: str, query_id: str, *,
-                      topic: str | None = None) -> dict[int, int]:
-    """Per partition of the ordered topic, the earliest offset from which a service evaluates
-    query ``name`` with id ``query_id`` (:class:`QueryStart`; partitions not begun are absent)."""
+                      topic: str | None = None, service: str | None = None,
+                      latest: bool = False) -> dict[int, int]:
+    """Per partition of the ordered topic, the earliest offset from which a service (or only
+    ``service``) evaluates query ``name`` with id ``query_id``, or with ``latest`` the latest
+    such offset (:class:`QueryStart`; partitions not begun are absent)."""
+    pick = max if latest else min
     starts: dict[int, int] = {}
-    for message in await _status_records(_settings(kafka), topic):
+    for start in await _starts(_settings(kafka), name, query_id, topic):
+        if service is None or start.service == service:
+            starts[start.partition] = pick(start.offset,
+                                           starts.get(start.partition, start.offset))
+    return starts
+
+
+async def read_start_times(kafka: str | KafkaSettings, name: str, query_id: str, *,
+                           topic: str | None = None) -> dict[int, int]:
+    """Per partition of the ordered topic, the latest time a service's operator of query
+    ``name`` with id ``query_id`` began at (records without a time, or partitions not begun,
+    are absent)."""
+    times: dict[int, int] = {}
+    for start in await _starts(_settings(kafka), name, query_id, topic):
+        if start.time is not None:
+            times[start.partition] = max(start.time, times.get(start.partition, start.time))
+    return times
+
+
+async def _starts(settings: KafkaSettings, name: str, query_id: str, topic: str | None
+                  ) -> list[QueryStart]:
+    """The :class:`QueryStart` records of query ``name`` with id ``query_id``."""
+    starts = []
+    for message in await _status_records(settings, topic):
         try:
             fields = json.loads(message.value) if message.value is not None else None
             if not isinstance(fields, dict) or "offset" not in fields or \
                     fields.get("name") != name or fields.get("id") != query_id:
                 continue
-            partition, offset = int(fields["partition"]), int(fields["offset"])
+            time = fields.get("time")
+            starts.append(QueryStart(name, query_id, int(fields["partition"]),
+                                     int(fields["offset"]), str(fields.get("service", "")),
+                                     None if time is None else int(time)))
         except (ValueError, KeyError, TypeError):
             continue  # another record of the status topic
-        starts[partition] = min(offset, starts.get(partition, offset))
     return starts
 
 
@@ -377,7 +425,13 @@ async def _status_records(settings: KafkaSettings, topic: str | None
                           ) -> list[ConsumerRecord[Any, Any]]:
     """Every record of the status topic of registry ``topic``, read to its end (the topic is
     created if missing, as the registry is)."""
-    spec = status_topic(status_topic_name(topic))
+    return await read_control_topic(settings, status_topic(status_topic_name(topic)))
+
+
+async def read_control_topic(settings: KafkaSettings, spec: TopicSpec
+                             ) -> list[ConsumerRecord[Any, Any]]:
+    """Every record of the one-partition topic ``spec``, read from its beginning to its end
+    (created if missing: a broker that auto-creates it on read would not compact it)."""
     await create_topics(settings, [spec])
     consumer = AIOKafkaConsumer(**settings.client_kwargs(), group_id=None,
                                 enable_auto_commit=False)

@@ -1,6 +1,7 @@
 """What every situflow Faust service shares: the Faust app configured for the
 brokers we run on (:mod:`workers.broker`), and how it starts; its pages are in
-:mod:`workers.metrics`.
+:mod:`workers.metrics`, its announcements (``situflow status`` finds it by them) in
+:mod:`workers.announce`.
 
 :func:`make_app` sets, each for a measured reason (``bench/README.md``, "Measurements behind
 the services' Faust settings"): at-least-once by default, ``exactly_once`` as one Kafka
@@ -41,6 +42,7 @@ from topics.catalog import (
 )
 from topics.connection import BrokerUnreachable, retry_unreachable
 from workers import faust_patches
+from workers.announce import announce
 from workers.failures import error_headers
 from workers.settings import ServiceConfig
 
@@ -79,6 +81,7 @@ def make_app(app_id: str, config: ServiceConfig) -> faust.App:
     faust_patches.install(config.settings.fetch_max_wait_ms)
     if config.settings.gc_freeze:
         app.task(_freeze_long_lived)
+    announce(app, config)  # on the services topic, for situflow status
     return app
 
 

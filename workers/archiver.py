@@ -13,7 +13,7 @@ Metrics besides every service's: ``situflow_archive_segments``, ``situflow_archi
 (rows per row group). It writes ``<stream>.ordered/_stream.json`` (:mod:`situflow.archive.stream`)
 at start. Design: ARCHITECTURE.md#offline-path.
 
-Run: ``python -m workers.archiver worker``.
+Run: ``situflow serve archiver``.
 """
 
 from __future__ import annotations
@@ -72,6 +72,12 @@ def build_app(config: ServiceConfig) -> faust.App:
                       registry=metrics.registry).labels
     open_rows = Gauge("situflow_archive_open_rows", "Rows in this worker's open segments, "
                       "written at the next roll", ["service"], registry=metrics.registry)
+    metrics.outputs(dlq=[dlq_name])
+    for topic in inputs:  # at zero, so that the dashboards' rates exist (workers.metrics)
+        segments("archiver", topic)
+        segment_bytes("archiver", topic)
+        adopted("archiver", topic)
+    open_rows.labels("archiver")
     ticks_name = f"{app.conf.id}-ticks"
     # internal=True: Faust creates the ticks topic, co-partitioned with the inputs, before it
     # subscribes; existing topics are left as they are.
@@ -83,6 +89,8 @@ def build_app(config: ServiceConfig) -> faust.App:
                         "per partition and topic: next seq and last offset archived")
     states = PartitionStates(app, table, PartitionArchive.restore, PartitionArchive.snapshot,
                              settings.checkpoint_interval, observe=metrics.checkpointed)
+    # The input lag (messages not yet in the archive's state) and stalls, as every service's.
+    metrics.follow(lambda topic, partition: states.applied(partition, topic), None)
 
     @app.agent(source)
     async def archive(stream_: Any) -> None:

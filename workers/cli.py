@@ -1,11 +1,14 @@
-"""The Kafka commands of ``situflow``: the pipeline, the demo, the query registry, the topics.
+"""The Kafka commands of ``situflow``: the pipeline, the demo, one service, the query registry,
+the topics.
 
+    situflow serve {kslack,deriver,matcher,trends,archiver}
     situflow up [--stream cars] [--key-fields car_id | --unpartitioned] [--slack K] [--query FILE ...]
     situflow demo [--events N] [--cars N] [--local]
     situflow query submit QUERY_FILE [--name NAME] [--stream NAME] [--key-fields a,b | --unpartitioned]
     situflow query list [--json]
     situflow query delete NAME
     situflow topics create [--stream NAME ...] [--partitions N] [--replication-factor N]
+    situflow status [--json] [--stale SECONDS] [--interval SECONDS] [--prune]
 
 ``situflow/cli.py`` adds them with :func:`register`, the entry point ``kafka`` of the group
 ``situflow.commands`` (pyproject.toml): the core never imports this package. Each command
@@ -15,12 +18,18 @@ settings schema, and ``--help`` works without the kafka extra.
 Every command reads :meth:`situflow.settings.ServiceSettings.from_env` when it runs, connects
 with its ``kafka`` (``KAFKA_BOOTSTRAP_SERVERS`` and the SASL/TLS variables) and retries an
 unreachable broker with backoff for ``--wait`` seconds, then fails with one line and exit
-code 1. A query error prints ``QUERY_FILE:line:col: message`` and exits 2, as ``situflow check``
-does; so does a query the stream does not allow (``query submit`` checks it as the services
-will: :mod:`topics.query_checks`), as ``QUERY_FILE:1:1: message``. ``query list`` shows a query
-that failed in the services (:mod:`workers.failures`) as ``failed`` with its last error and
-when. The registry topic is ``situflow.queries`` unless ``SITUFLOW_QUERIES_TOPIC`` names another
-(:mod:`topics.registry`).
+code 1. ``situflow serve`` runs one service's Faust worker in this process, settings from the
+environment and its log level from ``SITUFLOW_LOG_LEVEL``: what the image's containers run, and
+how ``situflow up`` starts its services (:mod:`workers.up`). A query error prints
+``QUERY_FILE:line:col: message`` and exits 2, as ``situflow check`` does; so does a query the
+stream does not allow (``query submit`` checks it as the services will:
+:mod:`topics.query_checks`), as ``QUERY_FILE:1:1: message``. ``query list`` shows a query that
+failed in the services (:mod:`workers.failures`) as ``failed`` with its last error and when.
+``query submit`` of the query a name already holds (the same query id and stream) prints
+``unchanged`` and writes nothing, so a deployment's registration job may run it at every
+upgrade. The registry topic is ``situflow.queries`` unless ``SITUFLOW_QUERIES_TOPIC`` names another
+(:mod:`topics.registry`). ``status`` (:mod:`workers.status`) finds the workers on the services
+topic (``SITUFLOW_SERVICES_TOPIC``) and exits 1 unless everything is healthy.
 
 To add a command: a handler ``_<command>(args) -> int`` wrapped in :func:`_kafka_command` if
 it talks to Kafka, and its parser in :func:`register` (``parents=[_connection_options()]``).
@@ -46,6 +55,10 @@ T = TypeVar("T")
 Handler = Callable[[argparse.Namespace], int]
 EXIT_FAILURE = EXIT_INPUT
 DEFAULT_WAIT = 10.0
+#: Seconds after which ``situflow status`` calls a worker's announcement stale (3 missed).
+DEFAULT_STALE = 30.0
+#: The services ``situflow serve`` runs, each the module ``workers.<service>``.
+SERVICES = ("kslack", "deriver", "matcher", "trends", "archiver")
 #: (events, cars) of ``situflow demo --local`` and of ``situflow demo`` through the services.
 LOCAL_DEMO_SIZE, PIPELINE_DEMO_SIZE = (1_000_000, 2_000), (20_000, 100)
 
@@ -59,9 +72,19 @@ class CommandError(SituflowError):
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``up``, ``query`` and ``topics`` to the ``situflow`` command parser, and make
-    ``demo`` run through the services (``demo --local``: the core's in-process demo)."""
+    """Add ``serve``, ``up``, ``query`` and ``topics`` to the ``situflow`` command parser, and
+    make ``demo`` run through the services (``demo --local``: the core's in-process demo)."""
     connection = _connection_options()
+
+    serve = subparsers.add_parser(
+        "serve", help="run one service's worker in this process, until it is stopped",
+        description="Run the Faust worker of one situflow service in this process: settings "
+                    "from SITUFLOW_* and KAFKA_* (docs/settings.md), log level from "
+                    "SITUFLOW_LOG_LEVEL. Several workers of a service share its partitions.")
+    serve.add_argument("service", choices=SERVICES,
+                       help="kslack (orders the stream), deriver (TPStream situations), matcher "
+                            "(TPStream and SASE+ matches), trends (COGRA), archiver (Parquet)")
+    serve.set_defaults(command=_serve)
 
     up = subparsers.add_parser(
         "up", help="run a local broker (unless KAFKA_BOOTSTRAP_SERVERS names one), the topics "
@@ -111,7 +134,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     query = subparsers.add_parser("query", help="submit, list or delete the queries services run")
     actions = query.add_subparsers(required=True, metavar="ACTION")
     submit = actions.add_parser("submit", parents=[connection],
-                                help="validate a query file and register it")
+                                help="validate a query file and register it (a no-op if "
+                                     "the name already holds it)")
     submit.add_argument("query", type=Path, metavar="QUERY_FILE")
     submit.add_argument("--name", help="registered name, also in the output topic's name "
                                        "(default: the file name without extension)")
@@ -161,6 +185,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "partition, NAME.ordered --partitions (thesis 5.6.3)")
     create.add_argument("--replication-factor", type=int, default=1, metavar="N")
     create.set_defaults(command=_topics_create)
+
+    status = subparsers.add_parser(
+        "status", parents=[connection],
+        help="one screen about a running deployment: each service's workers, partitions, lag, "
+             "rates and health, and the queries; exit code 1 unless all is healthy")
+    status.add_argument("--json", action="store_true", help="the report as one JSON object")
+    status.add_argument("--stale", type=float, default=DEFAULT_STALE, metavar="SECONDS",
+                        help=f"a worker whose last announcement is older is stale (default: "
+                             f"{DEFAULT_STALE:g}; workers announce every 10 s)")
+    status.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
+                        help="seconds between the two reads of /metrics the rates come from "
+                             "(default: 1)")
+    status.add_argument("--prune", action="store_true",
+                        help="then delete the announcements of the stale workers whose pages do "
+                             "not answer (dead without a clean stop, not coming back where they "
+                             "ran)")
+    status.set_defaults(command=_status)
 
 
 def _connection_options() -> argparse.ArgumentParser:
@@ -230,6 +271,19 @@ async def _retrying(
 
 
 @_kafka_command
+def _serve(args: argparse.Namespace) -> int:
+    import importlib
+
+    level = _settings().log_level  # a setting that cannot work stops here, by name
+    service = importlib.import_module(f"workers.{args.service}")
+    # Faust's command line, which the service's main() enters, reads the process's arguments:
+    # these are what `python -m workers.<service> worker -l LEVEL` gives it.
+    sys.argv[1:] = ["worker", "-l", level]
+    service.main()  # the worker ends the process when it stops
+    return 0
+
+
+@_kafka_command
 def _up(args: argparse.Namespace) -> int:
     from workers.up import up
 
@@ -279,7 +333,10 @@ def _query_submit(args: argparse.Namespace) -> int:
         return EXIT_QUERY
     except InvalidQueryName as exc:
         raise CommandError(f"{exc}; choose another with --name", EXIT_QUERY) from None
-    print(f"registered {record.name}: {record.language} query {record.query_id}, "
+    # submit returns the record already registered (read back, so with an offset) when the
+    # name holds this query: nothing was written.
+    state = "unchanged" if record.offset >= 0 else "registered"
+    print(f"{state} {record.name}: {record.language} query {record.query_id}, "
           f"results in {record.output_topic}")
     return 0
 
@@ -368,6 +425,7 @@ def _topics_create(args: argparse.Namespace) -> int:
             situations_partitions=args.partitions,
             replication_factor=args.replication_factor,
             situations=args.situations,
+            services=_settings().services_topic,
         )
         specs = [registry_spec(replication_factor=args.replication_factor)
                  if spec.role is TopicRole.QUERIES else spec for spec in catalog.topics()]
@@ -379,3 +437,21 @@ def _topics_create(args: argparse.Namespace) -> int:
         plural = "" if spec.partitions == 1 else "s"
         print(f"{state:<8} {spec.name} ({spec.partitions} partition{plural})")
     return 0
+
+
+@_kafka_command
+def _status(args: argparse.Namespace) -> int:
+    import json
+
+    from topics.announcements import forget
+    from workers.status import collect, render
+
+    env = _settings()
+    report = _with_broker(args, lambda kafka: collect(
+        kafka, services_topic=env.services_topic, queries_topic=env.queries_topic,
+        interval=args.interval, stale=args.stale))
+    print(json.dumps(report.to_json(), indent=2) if args.json else render(report))
+    if args.prune and report.gone:
+        _with_broker(args, lambda kafka: forget(kafka, env.services_topic, report.gone))
+        print(f"situflow: pruned {', '.join(report.gone)}", file=sys.stderr)
+    return 0 if report.healthy else EXIT_FAILURE

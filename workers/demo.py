@@ -28,6 +28,7 @@ from situflow.languages import compile_query
 from situflow.operator import QueryOptions
 from situflow.settings import ENV_BOOTSTRAP, KafkaSettings
 from topics.catalog import QUERIES, SITUATIONS, StreamSpec
+from topics.catalog import SERVICES as SERVICES_TOPIC
 from topics.registry import submit
 from workers.up import EVALUATING, REPO_ROOT, Pipeline
 
@@ -49,6 +50,7 @@ def demo(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     with Pipeline(STREAM, QUERY, slack=args.slack, idle_timeout=1.0, name=NAME,
                   registry_topic=QUERIES, situations_topic=SITUATIONS,
+                  services_topic=SERVICES_TOPIC,
                   service_names=SERVICES) as pipeline:
         assert pipeline.kafka is not None
         print(f"ready in {time.perf_counter() - started:.0f} s: broker "

@@ -9,10 +9,13 @@ the ordered message's partition number, for the matcher (:mod:`workers.matcher`)
 unpartitioned stream (``SITUFLOW_UNPARTITIONED=1``) it derives each numbered batch on its own
 (thesis §5.6.3) for the queries registered before K-slack cut it, and sends the batch, empty
 or not, to the query's one situations partition.
-State: per ordered partition each query's deriver snapshot and each key's position, in the
-``derivers`` table; derivation is deterministic, so a replay re-sends identical records that
+A query submitted with a backfill (``query submit --backfill-from``, batch/README.md,
+"Backfill") begins on each key at the key's first quiet event (no definition holds), so its
+situations are whole; the backfill publishes the matches before (:mod:`workers.handoff`).
+State: per ordered partition each query's deriver snapshot, its begun keys and each key's
+position, in the ``derivers`` table; derivation is deterministic, so a replay re-sends identical records that
 the matcher skips. Metrics: the common ones and ``situflow_open_situations``.
-Design: ARCHITECTURE.md, "The services". Run: ``python -m workers.deriver worker``.
+Design: ARCHITECTURE.md, "The services". Run: ``situflow serve deriver``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import faust
 from situflow.errors import InputError
 from situflow.events import EventBatch
 from situflow.runtime import PartitionOperators, decode_ordered, ordered_events
+from situflow.tpstream.query import TPStreamQuery, quiet_mask
 from situflow.tpstream.split.batches import BatchDeriver, SituationBatch
 from situflow.tpstream.split.halves import as_batch_deriver, as_deriver, derived_for
 from situflow.tpstream.split.messages import SituationMessage
@@ -79,7 +83,16 @@ class Deriver:
             return [await self.send(message, partition, len(records))]
 
         return await self.service.evaluate_events(
-            state, event, list(state.operators.items()), emit)
+            state, event, list(state.operators.items()), emit, self.begun_keys)
+
+    def begun_keys(self, state: PartitionOperators, name: str, events: EventBatch
+                   ) -> EventBatch:
+        """The events query ``name`` derives: all, or for a query submitted with a backfill
+        those of each key from its first quiet event on (module doc)."""
+        query = self.service.queries.compiled.get(name)
+        if name not in self.service.queries.handoffs or not isinstance(query, TPStreamQuery):
+            return events
+        return state.begin_keys(name, events, quiet_mask(query, events), query.partition_by)
 
     async def derive_batches(self, state: PartitionOperators, event: Any) -> list[Any]:
         """Derive one batch of an unpartitioned stream for every query registered before it

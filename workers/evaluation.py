@@ -71,7 +71,7 @@ from workers.failures import (
     describe,
     plain,
 )
-from workers.metrics import ServiceMetrics
+from workers.metrics import QueryStats, ServiceMetrics
 from workers.partitions import PartitionStates
 from workers.query_source import ServiceQueries, follow_registry, read_query_file
 from workers.settings import ServiceConfig
@@ -83,6 +83,8 @@ STATUS_INTERVAL = 5.0
 Operators = Sequence[tuple[str, tuple[str, Operator]]]
 #: Sends what one query's operator gave for a message; returns the deliveries.
 Emit = Callable[[str, str, Sequence[Any]], Awaitable[list[Any]]]
+#: The events of a message that one query evaluates (all of them unless a service says).
+Select = Callable[[PartitionOperators, str, EventBatch], EventBatch]
 
 
 def encode_result(result: Any) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
@@ -131,6 +133,8 @@ class EvaluatingService:
         self.inputs = (self.ordered, *inputs) if events else inputs
         self.metrics = metrics = ServiceMetrics(app, service, inputs=self.inputs,
                                                 stall_timeout=settings.stall_timeout)
+        metrics.outputs(dlq=[dlq_name])
+        metrics.registry.register(QueryStats(service, self.query_operators))
         self.ticks_name = f"{app.conf.id}-ticks"
         self.source = app.topic(*self.inputs, self.ticks_name, internal=True,
                                 partitions=stream.partitions, key_serializer="raw",
@@ -168,6 +172,11 @@ class EvaluatingService:
         """Every operator of this worker's partitions (for the gauges, read when scraped)."""
         return [op for _, state in self.states.items()
                 for _, op in state.operators.values()]
+
+    def query_operators(self) -> list[tuple[str, Operator]]:
+        """(query name, operator) for every operator of this worker's partitions."""
+        return [(name, op) for _, state in self.states.items()
+                for name, (_, op) in state.operators.items()]
 
     def stat(self, name: str) -> int:
         """The operators' ``stats()[name]`` summed over this worker's partitions (a gauge)."""
@@ -217,23 +226,27 @@ class EvaluatingService:
         return ordered_events(batch, self.layout) if batch.num_rows else None
 
     async def evaluate_events(self, state: PartitionOperators, event: Any, operators: Operators,
-                              emit: Emit) -> list[Any]:
-        """Run ``operators`` on the ordered message's new events and ``emit`` each one's
-        output; the deliveries. A message no operator reads is not decoded."""
+                              emit: Emit, select: Select | None = None) -> list[Any]:
+        """Run ``operators`` on the ordered message's new events (each query on those
+        ``select`` keeps of its typed events) and ``emit`` each one's output; the deliveries.
+        A message no operator reads is not decoded."""
         if not operators:
             return []
-        for name, (query_id, _) in operators:
-            await self.note_start(name, query_id, event.message)
         try:
             events = self.new_events(state, event)
         except InputError as exc:
             return [await self.dead_letter(event, exc.reason)]
         if events is None:
             return []
+        for name, (query_id, _) in operators:
+            begun = state.begin(name, int(events.ts.min()))
+            await self.note_start(name, query_id, event.message, begun)
         deliveries, errors = [], []
         for name, (query_id, operator) in operators:
             accepted, rejected = await self.typed(name, event, events)
             deliveries += rejected
+            if select is not None:
+                accepted = select(state, name, accepted)
             output, error = await self.run(state, name, event,
                                            partial(operator.process, accepted))
             if error:
@@ -243,16 +256,18 @@ class EvaluatingService:
             deliveries.append(await self.dead_letter(event, "; ".join(errors)))
         return deliveries
 
-    async def note_start(self, name: str, query_id: str, message: Any) -> None:
+    async def note_start(self, name: str, query_id: str, message: Any, time: int) -> None:
         """Record, once per query and partition in this process, the offset of the first
-        message evaluated for it (:class:`topics.registry.QueryStart`): the backfill hands off
-        there. A restarted worker records a later offset; readers take the earliest."""
+        message evaluated for it and the ``time`` its operator began at
+        (:class:`topics.registry.QueryStart`): the backfill hands off there. A restarted
+        worker records a later offset (readers take the earliest) and the time its checkpoint
+        kept, or a later one when it had none (readers of times take the latest)."""
         begun = (name, query_id, message.partition)
         if begun in self.begun:
             return
         self.begun.add(begun)
         key, value = encode_start(QueryStart(name, query_id, message.partition, message.offset,
-                                             self.service))
+                                             self.service, time))
         await self.status.send(key=key, value=value)
 
     async def typed(self, name: str, event: Any, events: EventBatch

@@ -12,12 +12,22 @@ each event with its input seq, exactly as the services feed them
 one): a result the services would emit only later is not backfilled.
 
 **The hand-off**: the services record, per partition of ``<stream>.ordered``, the offset ``X``
-of the first message they evaluated the query on (:class:`topics.registry.QueryStart`).
-Online, a SASE+ query (a window, no CONSUME) evaluated from ``X`` with fresh state gives
-exactly the results of the whole stream whose first event is at or after ``X``, with the same
-ids. The backfill evaluates the archive from ``--backfill-from`` up to ``w`` ticks past the
-last event before ``X`` and publishes the results whose first event is before ``X``.
-Together: every result once after de-duplication by id. It lives here, not in ``batch/``,
+of the first message they evaluated the query on and the time ``t`` of its first event
+(:class:`topics.registry.QueryStart`). Online, a SASE+ query (a window, no CONSUME) evaluated
+from ``X`` with fresh state gives exactly the results of the whole stream whose first event is
+at or after ``X``, with the same ids. The backfill evaluates the archive from
+``--backfill-from`` up to ``w`` ticks past the last event before ``X`` and publishes the
+results whose first event is before ``X``. A COGRA query's operator online sends only the
+windows that begin after ``t`` (workers/trends.py), which hold no event before ``X``; the
+backfill evaluates the archive up to the event that closes the last window beginning at or
+before ``t`` and publishes exactly those windows. A TPStream query (keyed streams only) is
+registered with the hand-off flag (:attr:`topics.registry.QueryRecord.handoff`): the deriver
+begins each key ``k`` at ``b_k``, its first quiet event (no definition holds) at or after ``X``,
+so online gives exactly the matches whose situations all begin at or after ``b_k``; the
+backfill takes the deriver's latest ``X`` (the matcher's are offsets of the situations topic),
+finds each ``b_k`` in the archive, waits per key for a quiet event more than the window after
+``b_k`` and publishes the matches whose earliest situation begins before ``b_k``. Together:
+every result once after de-duplication by id. It lives here, not in ``batch/``,
 because ``situflow query submit`` (workers/cli.py) runs it and services sit below Spark jobs.
 """
 
@@ -42,11 +52,13 @@ from situflow.events import EventBatch
 from situflow.kslack.positions import SEQ_FIELD
 from situflow.languages import compile_query
 from situflow.operator import CompiledQuery, QueryOptions
-from situflow.results import Match
+from situflow.results import Match, TrendResult
+from situflow.runtime import key_name, key_names
 from situflow.settings import KafkaSettings
+from situflow.tpstream.query import TPStreamQuery, quiet_mask
 from topics.catalog import QueryOutput, StreamSpec, query_topic
 from topics.create import create_topics
-from topics.registry import OUTPUT_ROLES, QueryRecord, read_starts, submit
+from topics.registry import OUTPUT_ROLES, QueryRecord, read_start_times, read_starts, submit
 from workers.evaluation import encode_result
 
 #: Seconds between two looks at the status topic or the archive while the hand-off waits.
@@ -135,15 +147,22 @@ async def publish(kafka: KafkaSettings, compiled: CompiledQuery, results: Iterab
     return count
 
 
-def check_handoff(compiled: CompiledQuery) -> float:
-    """The query's window in ticks, if the hand-off rule holds for it; else ``BackfillError``
-    saying why (batch/README.md, "Backfill")."""
+def check_handoff(compiled: CompiledQuery, stream: StreamSpec) -> float:
+    """The query's window in ticks (a COGRA query's window size), if the hand-off rule holds
+    for it over ``stream``; else ``BackfillError`` saying why (batch/README.md, "Backfill")."""
+    plan = getattr(compiled, "plan", None)
+    if compiled.language == "cogra" and plan is not None:
+        return float(plan.size)
+    if isinstance(compiled, TPStreamQuery):
+        if stream.unpartitioned:
+            raise BackfillError(
+                "--backfill-from hands off TPStream queries over keyed streams only: over an "
+                "unpartitioned stream the deriver cannot begin each key at a quiet event; "
+                "submit it, then run `situflow backfill` up to where it started")
+        return float(compiled.window)
     automaton = getattr(compiled, "automaton", None)
     if compiled.language != "sase" or automaton is None:
-        raise BackfillError(
-            f"--backfill-from hands off SASE+ queries only; a {compiled.language} query started "
-            "online sees its situations or windows cut at the start (batch/README.md, "
-            "Backfill): submit it, then run `situflow backfill` up to where it started")
+        raise BackfillError(f"--backfill-from cannot hand off a {compiled.language} query")
     if automaton.consume or not math.isfinite(automaton.window):
         raise BackfillError("--backfill-from needs a WITHIN window and no CONSUME: otherwise "
                             "matches before the hand-off change those after it")
@@ -177,6 +196,72 @@ def handoff_results(compiled: CompiledQuery, archive: Archive, topic: str, parti
     return [r for r, first in zip(results, firsts, strict=True) if first < start]
 
 
+def handoff_windows(compiled: CompiledQuery, archive: Archive, topic: str, partition: int,
+                    begun: int, size: float, lo: int | None, settings: StreamSettings
+                    ) -> list[Any] | None:
+    """The windows of one partition that are the backfill's: those that begin at or before
+    ``begun`` (the time the services' operator began at) and at or after ``lo``, evaluated
+    from ``lo``; None while the archive holds no event at or after the end of the last of them
+    (``size`` ticks past ``begun`` at most), the event that closes it."""
+    later = archive.read(topic, partition, lo=int(begun + size), columns=[])
+    if later.num_rows == 0:
+        return None
+    close = pc.min(later.column(settings.time_field)).as_py()
+    rows = archive.read(topic, partition, lo=lo, hi=close)
+    if rows.num_rows == 0:
+        return []
+    return [r for r in partition_results(compiled, archived_events(rows, settings), settings)
+            if isinstance(r, TrendResult) and r.window_start <= begun
+            and (lo is None or r.window_start >= lo)]
+
+
+def handoff_matches(compiled: CompiledQuery, archive: Archive, topic: str, partition: int,
+                    start: int, window: float, lo: int | None, settings: StreamSettings
+                    ) -> list[Any] | None:
+    """The TPStream matches of one partition that are the backfill's, evaluated from ``lo``:
+    the deriver began each key at ``b_k``, its first quiet event at or after offset ``start``
+    (found here in the archive as the deriver found it), and the backfill's are the matches
+    whose earliest situation begins before ``b_k`` (all of a key's while it has none). None
+    while a key with events before ``b_k`` (or, without one, before ``start``) lacks a quiet
+    event more than ``window`` ticks after ``b_k``, which ends every situation of those
+    matches."""
+    rows = archive.read(topic, partition, lo=lo)
+    if rows.num_rows == 0:
+        return None
+    types = compiled.attribute_types.without(
+        {settings.time_field, settings.type_field, settings.id_field})
+    archived = archived_events(rows, settings)
+    conformed = conform(archived, types)
+    events = conformed.batch
+    rejected = [seq for seq, _ in conformed.rejected]
+    offsets = np.asarray(rows.column(ARCHIVE_OFFSET).to_numpy(), dtype=np.int64)[
+        ~np.isin(archived.seq, rejected)]
+    assert isinstance(compiled, TPStreamQuery)
+    quiet = quiet_mask(compiled, events)
+    names, group = key_names(events, compiled.partition_by)
+    begins: dict[str, int] = {}
+    for number, name in enumerate(names):
+        of_key = np.flatnonzero(group == number)
+        begin = of_key[quiet[of_key] & (offsets[of_key] >= start)]
+        if not len(begin):
+            if (offsets[of_key] < start).any():
+                return None  # its begin is still to come
+            continue
+        begun_at = int(events.ts[begin[0]])
+        begins[name] = begun_at
+        if of_key[0] < begin[0] and not (quiet[of_key] &
+                                          (events.ts[of_key] > begun_at + window)).any():
+            return None
+    single = len(compiled.partition_by) == 1
+    results = []
+    for result in partition_results(compiled, events, settings):
+        earliest = min(bound["ts"] for bound in result.bindings.values())
+        name = key_name([result.key] if single else list(result.key))
+        if earliest < begins.get(name, math.inf):
+            results.append(result)
+    return results
+
+
 async def partition_count(kafka: KafkaSettings, topic: str) -> int:
     """How many partitions ``topic`` has; ``BackfillError`` if the broker has no such topic."""
     async with AIOKafkaConsumer(**kafka.client_kwargs(), enable_auto_commit=False) as consumer:
@@ -188,10 +273,21 @@ async def partition_count(kafka: KafkaSettings, topic: str) -> int:
 
 
 def wait_for_starts(kafka: KafkaSettings, record: QueryRecord, partitions: int,
-                    registry: str | None, deadline: float) -> dict[int, int]:
-    """Per partition of ``<stream>.ordered``, where the services began the query."""
+                    registry: str | None, deadline: float, *, times: bool = False,
+                    deriver: bool = False) -> dict[int, int]:
+    """Per partition of ``<stream>.ordered``, where the services began the query: the
+    earliest offset, with ``times`` the latest time their operator began at, with ``deriver``
+    the latest offset the deriver began at (the matcher's are offsets of the situations
+    topic)."""
     while True:
-        starts = asyncio.run(read_starts(kafka, record.name, record.query_id, topic=registry))
+        if times:
+            read = read_start_times(kafka, record.name, record.query_id, topic=registry)
+        elif deriver:
+            read = read_starts(kafka, record.name, record.query_id, topic=registry,
+                               service="deriver", latest=True)
+        else:
+            read = read_starts(kafka, record.name, record.query_id, topic=registry)
+        starts = asyncio.run(read)
         if len(starts) >= partitions:
             return starts
         if time.monotonic() > deadline:
@@ -212,19 +308,21 @@ def submit_with_backfill(query_file: Path, *, stream: StreamSpec, archive: Archi
     settings = archive.settings(topic) or StreamSettings(
         stream.name, stream.time_field, stream.time_unit, type_field, stream.key_fields)
     compiled = compile_file(query_file, name, settings)
-    window = check_handoff(compiled)
+    window = check_handoff(compiled, stream)
     partitions = asyncio.run(partition_count(kafka, topic))
     record = asyncio.run(submit(kafka, query_file.read_text(encoding="utf-8"),
                                 name=compiled.name, source_path=str(query_file),
-                                topic=registry, stream=stream))
+                                topic=registry, stream=stream, handoff=True))
     deadline = time.monotonic() + timeout
-    starts = wait_for_starts(kafka, record, partitions, registry, deadline)
+    windows, situations = compiled.language == "cogra", compiled.language == "tpstream"
+    starts = wait_for_starts(kafka, record, partitions, registry, deadline, times=windows,
+                             deriver=situations)
+    share = handoff_windows if windows else handoff_matches if situations else handoff_results
     pending = dict(starts)
     published = 0
     while pending:
         for partition, start in list(pending.items()):
-            results = handoff_results(compiled, archive, topic, partition, start, window, lo,
-                                      settings)
+            results = share(compiled, archive, topic, partition, start, window, lo, settings)
             if results is not None:
                 asyncio.run(publish(kafka, compiled, results))
                 published += len(results)
@@ -232,7 +330,8 @@ def submit_with_backfill(query_file: Path, *, stream: StreamSpec, archive: Archi
         if pending and time.monotonic() > deadline:
             raise BackfillError(
                 f"the archive {archive.uri} does not reach a window ({window:g} ticks) past the "
-                f"hand-off of partitions {sorted(pending)} of {topic} (offsets "
+                f"hand-off of partitions {sorted(pending)} of {topic} "
+                f"({'times' if windows else 'offsets'} "
                 f"{ {p: starts[p] for p in sorted(pending)} }): is the archiver running?")
         if pending:
             time.sleep(POLL_SECONDS)

@@ -13,8 +13,12 @@ Settings (:mod:`situflow.settings`): ``SITUFLOW_SLACK``, ``SITUFLOW_IDLE_TIMEOUT
 unpartitioned streams ``SITUFLOW_BATCH_EVENTS``, ``SITUFLOW_BATCH_SPAN`` and ``SITUFLOW_REGISTRY``.
 Taking messages in: :mod:`workers.kslack_intake`; what goes out and its headers:
 :mod:`workers.kslack_output`; when: :mod:`situflow.kslack.pacing`.
+Metrics besides every service's: ``situflow_kslack_slack_seconds``, the slack in seconds. The
+buffer has no limit: it holds the events within K of the latest time seen, so its span never
+exceeds K, and what can grow is its count; the alert "K-slack buffer near its limit"
+(docs/runbooks.md) compares that count with K's worth of input.
 
-Design: ARCHITECTURE.md#the-services. Run: ``python -m workers.kslack worker``.
+Design: ARCHITECTURE.md#the-services. Run: ``situflow serve kslack``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import time
 from typing import Any
 
 import faust
+from prometheus_client import Gauge
 
 from situflow.kslack.buffer import PartitionBuffer
 from situflow.kslack.pacing import LINGER, idle, lingered, push_inbox_now, send_now
@@ -58,6 +63,12 @@ def build_app(config: ServiceConfig) -> faust.App:
                        key_serializer="raw", value_serializer="raw", retention=3600.0)
     ticks = app.topic(ticks_name, key_serializer="raw", value_serializer="raw")
     output = KSlackOutput(app, metrics, stream)
+    metrics.outputs(dlq=[output.dlq_name], late=[output.late_name])
+    # The buffer has no size limit; the alert on it compares its fill with K's worth of input.
+    Gauge("situflow_kslack_slack_seconds", "The slack K in seconds (SITUFLOW_SLACK times "
+          "SITUFLOW_TIME_UNIT): how long an event waits in the buffer while event time keeps "
+          "pace with the clock", ["service"], registry=metrics.registry
+          ).labels("kslack").set(settings.slack * stream.time_unit)
 
     new_buffer = functools.partial(
         PartitionBuffer.of, slack=settings.slack, time_field=stream.time_field,

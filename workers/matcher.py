@@ -11,8 +11,9 @@ unpartitioned stream one consumer per query merges the situation batches in sequ
 5.5); a missing batch is waited for, at most ``SITUFLOW_MAX_PENDING_BATCHES`` batches, beyond
 which the batch goes to the DLQ and the query stops until submitted again.
 State: per partition the matchers, mergers and positions, in the ``matchers`` table. Metrics:
-the common ones, buffered and open situations, SASE+ partial matches, merge gauges.
-Design: ARCHITECTURE.md, "The services". Run: ``python -m workers.matcher worker``.
+the common ones, buffered and open situations, SASE+ partial matches, merge gauges and their
+limit (``situflow_merge_max_pending_batches``).
+Design: ARCHITECTURE.md, "The services". Run: ``situflow serve matcher``.
 """
 
 from __future__ import annotations
@@ -56,12 +57,14 @@ class Matcher:
             prepare=partial(as_batch_matcher, max_pending=max_pending) if unpartitioned
             else as_matcher)
         self.situations_dlq = service.topic(dlq_topic(situations_topic(name=self.situations)).name)
+        self.max_pending = max_pending
         #: Per ordered partition, the offset from which SASE+ queries read it (module doc).
         self.events_from: dict[int, int] = {}
         service.evaluate_with(self.evaluate)
         if not unpartitioned:
             service.app.timer(interval=0.5)(self.fetch_events)
         metrics = service.metrics
+        metrics.outputs(dlq=[self.situations_dlq.get_topic_name()])
         metrics.registry.register(self)
         for gauge, stat in ((metrics.buffered_situations, "buffered_situations"),
                             (metrics.open_situations, "open_situations"),
@@ -126,7 +129,14 @@ class Matcher:
 
     def collect(self) -> Iterator[Metric]:
         """Per unpartitioned query: the batch its merger waits for and how many batches wait
-        (only where batches arrived: every partition has a merger per query, one is used)."""
+        (only where batches arrived: every partition has a merger per query, one is used);
+        and the most that may wait, ``SITUFLOW_MAX_PENDING_BATCHES``, for the alert that
+        compares them (docs/runbooks.md)."""
+        limit = GaugeMetricFamily("situflow_merge_max_pending_batches", "Situation batches a "
+                                  "merger holds at most ahead of a gap "
+                                  "(SITUFLOW_MAX_PENDING_BATCHES)", labels=["service"])
+        limit.add_metric([self.service.service], self.max_pending)
+        yield limit
         waiting = GaugeMetricFamily("situflow_merge_waiting_for", "The situation batch number "
                                     "the merger of an unpartitioned query waits for",
                                     labels=["service", "query"])

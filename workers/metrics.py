@@ -1,21 +1,27 @@
-"""A service's Prometheus ``/metrics`` page and its ``/health`` page (ready, stalled, crash
-looping), served by its Faust app.
+"""A service's Prometheus ``/metrics`` page, its ``/health`` page (ready, stalled, crash
+looping) and its ``/ready`` page (the same, answered 503 while not ready: a readiness probe),
+served by its Faust app.
 
 Every metric name starts ``situflow_`` and carries the ``service`` label, so one dashboard
-covers all services; the lag and stall gauges are computed when the page is scraped.
-Design: ARCHITECTURE.md, "The services".
+covers all services; the lag, stall and recovery gauges are computed when the page is scraped.
+Counters whose labels are known at the start (an input topic, a dead-letter topic) are created
+at zero, so that a rate over them is 0 rather than missing before the first increment; the
+alerts and dashboards (``charts/situflow/files/``) rely on that.
+Design: ARCHITECTURE.md, "The services"; the alerts: ``docs/runbooks.md``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
 import faust
 from faust.web import Request, Response, View
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
 
+from situflow.operator import Operator
 from situflow.settings import EXACTLY_ONCE
 from workers.app import owned_partitions
 from workers.failures import CrashRecord
@@ -23,6 +29,13 @@ from workers.failures import CrashRecord
 #: Prometheus' text format; aiohttp refuses a charset parameter in ``content_type``.
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+#: The operator statistics exported per query (:class:`QueryStats`), and their help texts.
+QUERY_STATS = {
+    "open_situations": "Situations open in this worker's operator states of the query",
+    "partial_matches": "Partial matches (NFA runs) in this worker's operator states of the query",
+    "buffered_situations": "Situations in the buffers of this worker's TPStream matchers of "
+                           "the query",
+}
 
 
 class ServiceMetrics:
@@ -91,6 +104,14 @@ class ServiceMetrics:
         self.restarts = Counter("situflow_restarts", "Crashes of this service's process found "
                                 "at its starts (workers.failures.CrashRecord)", ["service"],
                                 registry=reg).labels(service)
+        self.recovering = Gauge("situflow_recovering", "1 while this worker recovers its tables "
+                                "from their changelogs (after a start or a rebalance)",
+                                ["service"], registry=reg).labels(service)
+        self.recovering.set_function(lambda: float(self._recovery().in_recovery))
+        self.recovery_seconds = Gauge("situflow_recovery_seconds", "Seconds the table recovery "
+                                      "under way has taken (0: none under way)", ["service"],
+                                      registry=reg).labels(service)
+        self.recovery_seconds.set_function(self._recovery_seconds)
         #: The last offset applied of an input partition (set by :meth:`follow`).
         self.applied: Callable[[str, int], int] | None = None
         self.crashes: CrashRecord | None = None
@@ -103,6 +124,10 @@ class ServiceMetrics:
         #: More fields of the health page (e.g. the queries a service evaluates).
         self.health_details: Callable[[], dict[str, Any]] = dict
         self._app = app
+        for topic in inputs:
+            self.messages_in(service, topic)
+            self.events_in(service, topic)
+            self.processing_errors(service, topic, "")
 
         # Faust makes a view class of a page function, so pages are plain functions.
         @app.page("/metrics")
@@ -113,6 +138,30 @@ class ServiceMetrics:
         @app.page("/health")
         async def health_page(web: View, request: Request) -> Response:
             return web.json(self.health())
+
+        @app.page("/ready")
+        async def ready_page(web: View, request: Request) -> Response:
+            health = self.health()
+            return web.json(health, status=200 if health["ready"] else 503)
+
+    def outputs(self, dlq: Iterable[str] = (), late: Iterable[str] = ()) -> None:
+        """Create the dead-letter and late-event counters of these topics at zero (module
+        doc)."""
+        for topic in dlq:
+            self.dlq(self.service, topic)
+        for topic in late:
+            self.late(self.service, topic)
+
+    def _recovery(self) -> Any:
+        return cast(Any, self._app).tables.recovery
+
+    def _recovery_seconds(self) -> float:
+        recovery = self._recovery()
+        # Faust keeps when the recovery began only privately; it logs the same figure.
+        started = getattr(recovery, "_recovery_started_at", None)
+        if not recovery.in_recovery or started is None:
+            return 0.0
+        return max(0.0, time.monotonic() - started)
 
     def follow(self, applied: Callable[[str, int], int], crashes: CrashRecord | None) -> None:
         """Measure lag and stalls on ``applied(topic, partition)``, the last offset applied to a
@@ -190,3 +239,29 @@ class ServiceMetrics:
                 "crash_looping": crash_looping,
                 "recent_crashes": 0 if self.crashes is None else self.crashes.recent(),
                 **self.health_details()}
+
+
+class QueryStats:
+    """A collector of the operators' statistics per query (:data:`QUERY_STATS`), summed over
+    this worker's partitions when scraped: ``situflow_query_<stat>{service, query}``.
+
+    ``operators()`` gives (query name, operator) for every operator of the worker.
+    """
+
+    def __init__(self, service: str,
+                 operators: Callable[[], Iterable[tuple[str, Operator]]]) -> None:
+        self.service = service
+        self.operators = operators
+
+    def collect(self) -> Iterator[Metric]:
+        totals: dict[str, dict[str, int]] = {stat: {} for stat in QUERY_STATS}
+        for name, operator in self.operators():
+            stats = operator.stats()
+            for stat, per_query in totals.items():
+                per_query[name] = per_query.get(name, 0) + stats.get(stat, 0)
+        for stat, per_query in totals.items():
+            family = GaugeMetricFamily(f"situflow_query_{stat}", QUERY_STATS[stat],
+                                       labels=["service", "query"])
+            for name, value in sorted(per_query.items()):
+                family.add_metric([self.service, name], value)
+            yield family

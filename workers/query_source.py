@@ -113,7 +113,8 @@ def follow_registry(app: faust.App, config: ServiceConfig, queries: ServiceQueri
             return
         try:
             check_time_unit_of(record, queries.stream)
-            queries.add(compile_query(record.text, queries.options(name)), record.offset)
+            queries.add(compile_query(record.text, queries.options(name)), record.offset,
+                        record.handoff)
         except (QueryError, SituflowError) as exc:
             queries.remove(name)
             metrics.query_errors.inc()

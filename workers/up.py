@@ -55,6 +55,7 @@ from situflow.languages import compile_query
 from situflow.settings import ENV_BOOTSTRAP, KafkaSettings, ServiceSettings
 from topics.catalog import (
     QUERIES,
+    SERVICES,
     SITUATIONS,
     Catalog,
     QueryOutput,
@@ -148,9 +149,10 @@ class Pipeline:
     """Broker + topics + services; ``with Pipeline(...) as p:`` waits until all are ready.
 
     The services follow the query registry ``registry_topic`` (default
-    ``situflow.queries.<stream>``) and pass situations through ``situations_topic`` (default
-    ``situations.<stream>``), so that pipelines sharing a broker, as tests do, keep their
-    queries and situations apart. ``query_file``, if given, is submitted to the registry before
+    ``situflow.queries.<stream>``), pass situations through ``situations_topic`` (default
+    ``situations.<stream>``) and announce themselves on ``services_topic`` (default
+    ``situflow.services.<stream>``), so that pipelines sharing a broker, as tests do, keep their
+    queries, situations and workers apart. ``query_file``, if given, is submitted to the registry before
     the services start. ``services`` defaults to K-slack plus the evaluating services of
     ``query_file``'s language, or every service when there is no query file (an unpartitioned
     stream's: the deriver and the matcher).
@@ -171,6 +173,7 @@ class Pipeline:
     name: str | None = None
     registry_topic: str | None = None
     situations_topic: str | None = None
+    services_topic: str | None = None
     service_names: tuple[str, ...] = ()
     #: Also run the archiver (Parquet segments under ``<work_dir>/archive``).
     archive: bool = False
@@ -196,6 +199,8 @@ class Pipeline:
             self.registry_topic = f"{QUERIES}.{self.stream.name}"
         if self.situations_topic is None:
             self.situations_topic = f"{SITUATIONS}.{self.stream.name}"
+        if self.services_topic is None:
+            self.services_topic = f"{SERVICES}.{self.stream.name}"
         if not self.service_names:
             evaluators = EVALUATORS[self.language][0] if self.query_file else \
                 EVALUATORS["tpstream"][0] if self.stream.unpartitioned else EVALUATING
@@ -219,9 +224,10 @@ class Pipeline:
 
     @property
     def catalog(self) -> Catalog:
-        assert self.situations_topic is not None
+        assert self.situations_topic is not None and self.services_topic is not None
         return Catalog(streams=(self.stream,), situations=self.situations_topic,
-                       situations_partitions=self.stream.partitions)
+                       situations_partitions=self.stream.partitions,
+                       services=self.services_topic)
 
     def start(self) -> Self:
         try:
@@ -276,6 +282,7 @@ class Pipeline:
             unpartitioned=self.stream.unpartitioned, partitions=self.stream.partitions,
             slack=self.slack, idle_timeout=self.idle_timeout, registry=True,
             queries_topic=str(self.registry_topic), situations_topic=str(self.situations_topic),
+            services_topic=str(self.services_topic),
             data_dir=str(self.work_dir / name), web_port=port, web_bind="127.0.0.1",
             archive_dir=str(self.work_dir / "archive"), kafka=self.kafka,
         )
@@ -301,9 +308,9 @@ class Pipeline:
         return service
 
     def service_command(self, kind: str) -> list[str]:
-        """The command line of a worker of service ``kind``."""
-        return [sys.executable, "-m", f"workers.{kind}", "worker", "-l",
-                ServiceSettings.from_env().log_level]
+        """The command line of a worker of service ``kind``: ``situflow serve``, as in the
+        image, so the pipelines of the tests start their services the way a deployment does."""
+        return [sys.executable, "-m", "situflow.cli", "serve", kind]
 
     def wait_ready(self) -> None:
         """Until every service reports ready on ``/health``; raises if one exits, unless the
@@ -424,8 +431,8 @@ def up(args: argparse.Namespace) -> int:
     broker = None if os.environ.get(ENV_BOOTSTRAP) else EmbeddedBroker(port=args.port)
     pipeline = Pipeline(stream_of(args), slack=args.slack, idle_timeout=args.idle_timeout,
                         work_dir=args.work_dir, registry_topic=QUERIES,
-                        situations_topic=SITUATIONS, broker=broker, archive=args.archive,
-                        restarts=Backoff())
+                        situations_topic=SITUATIONS, services_topic=SERVICES, broker=broker,
+                        archive=args.archive, restarts=Backoff())
     signals = 0
 
     def interrupt(signum: int, frame: object) -> None:
@@ -447,7 +454,8 @@ def up(args: argparse.Namespace) -> int:
             assert pipeline.kafka is not None
             print(f"export KAFKA_BOOTSTRAP_SERVERS={pipeline.kafka.bootstrap_servers}\n"
                   f"produce events to {pipeline.stream.name!r}; register queries with "
-                  "'situflow query submit FILE'; try 'situflow demo'", flush=True)
+                  "'situflow query submit FILE'; try 'situflow demo'; 'situflow status' shows "
+                  "the services and queries", flush=True)
             for service in pipeline.services.values():
                 print(f"{service.name}: pid {service.process.pid}, {service.url}/metrics, "
                       f"log {service.log_path}", flush=True)

@@ -51,7 +51,7 @@ import pyarrow.parquet as pq
 
 from situflow.archive.format import ARCHIVE_SEQ, ArchiveError, field_kind
 from situflow.archive.location import Archive, compressed_bytes
-from situflow.offline.pattern import Condition, Range
+from situflow.archive.ranges import Condition, Range
 
 INDEX_DIR = "_index"
 MANIFEST = "_manifest.json"

@@ -119,10 +119,12 @@ def hypoexponential(rates: Sequence[float], x: float) -> tuple[float, float]:
     >>> p, partial = hypoexponential([0.01], 300)    # AT-18: Exp(0.01) below w = 300
     >>> round(p, 4), round(partial / p, 2)
     (0.9502, 84.28)
+    >>> hypoexponential([0.01, 0.0], 300)    # a symbol that never occurs (an index found none)
+    (0.0, 0.0)
     """
     if not rates:
         return (1.0, 0.0) if x >= 0 else (0.0, 0.0)
-    if x <= 0:
+    if x <= 0 or min(rates) <= 0:
         return 0.0, 0.0
     if max(rates) == min(rates):
         return _erlang(len(rates), rates[0], x)
@@ -133,7 +135,9 @@ def hypoexponential(rates: Sequence[float], x: float) -> tuple[float, float]:
         tail = math.exp(-rate * x)
         cdf += weight * tail
         partial += weight * (1.0 - tail * (1.0 + rate * x)) / rate
-    return min(1.0, max(0.0, 1.0 - cdf)), max(0.0, partial)
+    within = min(1.0, max(0.0, 1.0 - cdf))
+    # E[Z; Z <= x] <= x·P(Z <= x): the bound holds where the alternating sums cancel badly
+    return within, min(max(0.0, partial), x * within)
 
 
 # -- Eqs. 3.5–3.7 ----------------------------------------------------------------------------------
@@ -205,7 +209,7 @@ def coverage(pattern: PatternQuery, selectivity: Mapping[int, float], stats: Str
     plus a hypoexponential one. ``min_gap`` is Δt⁻ (0 when timestamps repeat, AT-19).
     An empty selection covers everything. Patterns whose symbols match in any order
     (``ordered=False``: TPStream, COGRA) are replayed ±w around their rarest symbol's hits that
-    have a hit of every other selected symbol within w (independent Poisson arrivals).
+    have a hit of every other selected symbol within 2w (independent Poisson arrivals).
 
     >>> from situflow.offline.pattern import Symbol
     >>> a, b, c, d = Symbol("A"), Symbol("B", kleene=True), Symbol("C"), Symbol("D")
@@ -223,11 +227,12 @@ def coverage(pattern: PatternQuery, selectivity: Mapping[int, float], stats: Str
     gap = stats.gap
     if not ordered:
         # the order-free rule (situflow.offline.replay.candidate_intervals): ±w around the
-        # hits of the rarest symbol, where every other symbol has a hit within w
+        # hits of the rarest symbol, where ±w around a hit of every other symbol meets it, so
+        # where every other symbol has a hit within 2w
         rarest = min(selectivity.values())
         others = [phi for p, phi in sorted(selectivity.items(), key=lambda item: item[1])][1:]
         intervals = stats.rows * rarest * math.prod(
-            1.0 - math.exp(-phi * 2 * window / gap) for phi in others)
+            1.0 - math.exp(-phi * 4 * window / gap) for phi in others)
         extend = max(2 * window, 1.0)
         return Coverage(intervals=intervals, length=0.0, extend=extend,
                         alpha=cardenas(intervals, extend, stats.span))
@@ -270,3 +275,41 @@ def merged_intervals(cover: Coverage, span: float) -> float:
     if cover.intervals <= 1 or span <= 0:
         return min(cover.intervals, 1.0)
     return max(1.0, cover.intervals * (1.0 - min(1.0, cover.extend / span)) ** (cover.intervals - 1))
+
+
+# -- widening ---------------------------------------------------------------------------------------
+
+def quiet_reach(mean: float, keys: int, window: float) -> tuple[float, float, float]:
+    """TPStream's widening of one side of a core (:func:`situflow.offline.replay.widen`): the
+    expected distance to the quiet event it widens to, the expected ticks the driver reads to
+    find it, and in how many reads.
+
+    A key's quiet events are taken as a Poisson process with mean gap ``mean``; a core of
+    ``keys`` keys widens to the farthest of their nearest quiet events (the maximum of ``keys``
+    Exp(1/mean) distances, mean ``mean·H_keys``). The driver first reads ``window`` ticks
+    around the core, then spans that double, ``window·2^n`` ticks in ``n + 1`` reads, until
+    the quiet event is inside.
+
+    >>> distance, read, reads = quiet_reach(10.0, 1, 600.0)    # quiet events close by
+    >>> round(distance, 6), round(read, 6), round(reads, 6)
+    (10.0, 600.0, 1.0)
+    >>> distance, read, reads = quiet_reach(300.0, 100, 600.0)  # 100 keys: H_100 = 5.19 means
+    >>> round(distance), round(read), round(reads, 2)
+    (1556, 2290, 2.88)
+    """
+    if mean <= 0 or keys < 1:
+        return 0.0, float(window), 1.0
+    distance = mean * sum(1.0 / k for k in range(1, keys + 1))
+    window = max(1.0, float(window))
+
+    def below(x: float) -> float:     # P(the farthest nearest quiet event is within x)
+        return (-math.expm1(-x / mean)) ** keys
+
+    reach, covered, reads = window, below(window), 1.0
+    read = window * covered
+    while covered < 1.0 - 1e-9 and reach < 1e18:
+        further = below(2 * reach)
+        reads += 1.0 - covered
+        read += 2 * reach * (further - covered)
+        reach, covered = 2 * reach, further
+    return distance, read, reads

@@ -8,7 +8,11 @@ groups to read (thesis §3.4; research notes §4.2). It runs on the Spark driver
 3. *Selection* (``indexes="auto"``): Algorithm 3.2 over the candidates with the estimator of
    :mod:`.cost` (bytes of the query's columns in the row groups the intervals are expected to
    touch, index rows, intervals), weighted by the archive's calibrated :class:`CostWeights`.
-   The winner is compared with a plain full replay of the range; when no index and no CPM
+   The bytes include the widening of step 4, estimated from the lightweight index (the blocks
+   a widened interval meets) and the stream's rate: a COGRA interval's windows, a SASE+
+   negation's window and the probe for the next event, TPStream's quiet events
+   (:func:`~situflow.offline.cost.quiet_reach`) and the driver's reads that find them. The
+   winner is compared with a plain full replay of the range; when no index and no CPM
    pruning is estimated to pay, the plan *is* the full replay (so it is never slower than it
    by more than the estimate's error).
 4. *Intervals*: the chosen indexes are looked up, conditions of one symbol intersected by seq,
@@ -20,13 +24,16 @@ groups to read (thesis §3.4; research notes §4.2). It runs on the Spark driver
    its first uncovered event, to a full replay.
 5. *Blocks*: the row groups whose time span meets an interval.
 
-``ReplayPlan.estimate`` is the cost model's (rows, bytes) for the chosen plan, computed before
-any lookup, so ``--explain`` can set it against what the replay really read (the thesis'
-Err_PIO); ``ReplayPlan.planned`` counts the blocks the plan names.
+``ReplayPlan.estimate`` is the cost model's (rows, bytes, the driver's share) for the chosen
+plan, with the selectivities its lookups found (the selection compared the configurations by
+the indexes' estimates, which ``--explain`` lists), so ``--explain`` can set the model against
+what the replay really read (the thesis' Err_PIO) apart from the histograms' error;
+``ReplayPlan.planned`` counts the blocks the plan names.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -39,21 +46,25 @@ import pyarrow.compute as pc
 from situflow.archive.blocks import Block
 from situflow.archive.format import ARCHIVE_SEQ
 from situflow.archive.location import Archive
+from situflow.archive.ranges import Condition
 from situflow.archive.secondary import SecondaryIndex
 from situflow.errors import SituflowError
 from situflow.kslack.positions import SEQ_FIELD
+from situflow.lang.sase import SaseQuery
 from situflow.offline.cost import (
     THESIS_WEIGHTS,
     CostWeights,
+    Coverage,
     StreamStats,
     cardenas,
     coverage,
     merged_intervals,
     query_cost,
+    quiet_reach,
 )
 from situflow.offline.cpm import CoarsePatternMap, coarse_pattern_map
 from situflow.offline.intervals import Interval, merge_intervals
-from situflow.offline.pattern import Condition, PatternQuery
+from situflow.offline.pattern import PatternQuery
 from situflow.offline.queries import OfflineQuery
 from situflow.offline.replay import candidate_intervals, widen
 from situflow.offline.selection import Config, Costs, IndexCandidate, select_indexes
@@ -71,14 +82,28 @@ class PlanError(SituflowError):
 
 
 class Estimate(NamedTuple):
+    """Rows and bytes read; ``driver`` of the bytes are read by the driver to widen intervals."""
+
     rows: int
     bytes: int
+    driver: int = 0
+
+
+class _Widening(NamedTuple):
+    """Ticks :func:`widen` adds to a core interval (before it, after it): ``replay`` to the
+    range replayed, ``driver`` to the span the driver reads to find that range (None: it reads
+    nothing), and ``probes``, further blocks the driver reads per merged interval."""
+
+    replay: tuple[float, float]
+    driver: tuple[float, float] | None = None
+    probes: float = 0.0
 
 
 @dataclass(frozen=True)
 class Configuration:
     """One configuration the planner estimated: its indexes (``symbol.attribute``), the rows
-    and bytes of the primary reads, the index rows, the replay intervals and Eq. 3.1's cost."""
+    and bytes of the primary reads (``driver`` of the bytes to widen the intervals), the index
+    rows, the replay intervals and Eq. 3.1's cost."""
 
     indexes: tuple[str, ...]
     rows: float
@@ -87,6 +112,7 @@ class Configuration:
     intervals: float
     cost: float
     cpm: bool
+    driver: float = 0.0
 
 
 @dataclass
@@ -132,8 +158,10 @@ class ReplayPlan:
                 lines.append(f"  ... {len(self.configurations) - _SHOWN_CONFIGURATIONS} more")
         planned = self.planned
         blocks = sum(len(bs) for bs in self.blocks.values())
-        lines.append(f"estimated: {self.estimate.rows} rows, {self.estimate.bytes} bytes "
-                     f"(of {self.total.rows} rows, {self.total.bytes} bytes in range)")
+        driver = f", {self.estimate.driver} of them on the driver" if self.estimate.driver else ""
+        found = ", with the selectivities of the index hits" if self.chosen else ""
+        lines.append(f"estimated: {self.estimate.rows} rows, {self.estimate.bytes} bytes{driver} "
+                     f"(of {self.total.rows} rows, {self.total.bytes} bytes in range{found})")
         lines.append(f"to read: {blocks} row groups, {planned.rows} rows, {planned.bytes} bytes")
         count = sum(len(i) for i in self.intervals.values())
         lines.append(f"intervals: {count} in {len(self.intervals)} partition(s)")
@@ -345,6 +373,8 @@ class _Context:
     weights: CostWeights
     blocks: dict[int, list[Block]]
     sizes: dict[tuple[int, str, int], int]
+    # The share of events that are quiet (TPStream: no definition holds), from the indexes.
+    quiet_share: float = 1.0
 
     def _bytes(self, partition: int, blocks: Sequence[Block]) -> int:
         return sum(self.sizes.get((partition, b.segment, b.row_group), 0) for b in blocks)
@@ -365,6 +395,7 @@ class _Context:
     def pruned(self, pattern: PatternQuery, candidates: list[IndexCandidate],
                opened: Mapping[str, SecondaryIndex], automatic: bool) -> ReplayPlan:
         ordered = not self.offline.order_free
+        self.quiet_share = _quiet_share(candidates)
         maps = {p: coarse_pattern_map(pattern, bs, ordered=ordered) for p, bs in self.blocks.items()}
         estimates: dict[Config, tuple[Configuration, Costs]] = {}
 
@@ -391,65 +422,162 @@ class _Context:
         return self._indexed(pattern, maps, sorted(chosen), opened, best, configurations)
 
     def _estimate(self, pattern: PatternQuery, maps: Mapping[int, CoarsePatternMap], config: Config,
-                  opened: Mapping[str, SecondaryIndex]) -> tuple[Configuration, Costs]:
+                  opened: Mapping[str, SecondaryIndex],
+                  found: Mapping[int, Mapping[int, float]] | None = None
+                  ) -> tuple[Configuration, Costs]:
         """Eqs. 3.5–3.7 per run of the CPM's kept blocks (its rows, period and local
         selectivities), at block granularity: an interval reads every block it meets, so a block
         is read when an interval starts within its span or the interval's length before it
-        (Cardenas with buckets of that length). The costs are f(C_PIO) with the interval term,
-        and g(C_SIO)."""
-        rows = size = intervals = 0.0
+        (Cardenas with buckets of that length). Each interval is widened as :func:`widen` will
+        (:meth:`_widening`), over the blocks of the run widened alike (the lightweight index
+        says which), and the driver's reads that find the widening are added. The costs are
+        f(C_PIO) with the interval term, and g(C_SIO). ``found``: per archive partition and
+        selected symbol, the share of the partition's events in range that its lookups gave,
+        instead of the indexes' estimates."""
+        rows = size = driver = intervals = 0.0
         # a symbol's selected conditions multiply (independence)
         symbols: dict[int, float] = {}
         for c in config:
             symbols[c.position] = symbols.get(c.position, 1.0) * c.selectivity
         for partition, cpm in maps.items():
+            if found is not None:
+                symbols = dict(found.get(partition, {}))
             keys = self._keys(pattern, partition, opened)
+            # without an index a core is a run of blocks of every key; with one, of one key
+            widening = self._widening(pattern, partition, keys, 1 if symbols else keys)
+            replayed: set[int] = set()
+            probed: set[int] = set()
             for run in cpm.runs:
                 stats = cpm.stats(run)
-                run_blocks = [cpm.blocks[b] for b in run]
+                lo, hi = cpm.blocks[run.start].ts_min, cpm.blocks[run.stop - 1].ts_max
                 if symbols:
                     # per key: a key's events are 1/keys of the rows over the same period
                     selectivity = {p: cpm.selectivity(p, phi, run) for p, phi in symbols.items()}
                     cover = coverage(pattern, selectivity, StreamStats(stats.rows / keys, stats.span),
                                      ordered=not self.offline.order_free)
-                    cover = replace(cover, intervals=cover.intervals * keys,
-                                    extend=cover.extend + self._widening())
-                    fraction = cardenas(cover.intervals, cover.extend + stats.span / len(run),
-                                        stats.span)
-                    intervals += merged_intervals(cover, stats.span)
+                    # cores merge per key before they are widened, each on its own
+                    cores = merged_intervals(cover, stats.span) * keys
+                    cover = replace(cover, intervals=cover.intervals * keys)
+                    merged = merged_intervals(cover, stats.span)
+                    read_rows, read_bytes = self._covered(partition, lo, hi, cover, widening.replay)
+                    rows += read_rows
+                    size += read_bytes
+                    if widening.driver is not None:
+                        # the driver reads each merged span of cores and their surroundings on
+                        # its own: the ticks they cover, and the block at each span's edge twice
+                        near = replace(cover, extend=cover.extend + sum(widening.driver))
+                        cores = merged_intervals(near, stats.span)
+                        ticks = cardenas(near.intervals, near.extend, stats.span) * stats.span
+                        block_bytes = self._bytes(partition, [cpm.blocks[b] for b in run]) / len(run)
+                        driver += (ticks / (stats.span / len(run)) + cores) * block_bytes
+                    intervals += merged
                 else:
-                    fraction = 1.0
+                    replayed.update(self._touched(partition, lo, hi, widening.replay))
+                    if widening.driver is not None:
+                        probed.update(self._touched(partition, lo, hi, widening.driver))
                     intervals += 1
-                rows += fraction * stats.rows
-                size += fraction * self._bytes(partition, run_blocks)
+                    cores = 1
+                driver += cores * widening.probes * self._bytes(partition, self.blocks[partition]) \
+                    / len(self.blocks[partition])
+            whole = [self.blocks[partition][b] for b in sorted(replayed)]
+            rows += sum(b.count for b in whole)
+            size += self._bytes(partition, whole)
+            driver += self._bytes(partition, [self.blocks[partition][b] for b in probed])
         index_rows = sum(c.selectivity * opened[c.attribute].rows for c in config)
         index_bytes = sum(c.selectivity * opened[c.attribute].bytes for c in config)
-        costs = Costs(pio=query_cost(self.weights, size, 0, 0, intervals),
+        costs = Costs(pio=query_cost(self.weights, size + driver, 0, 0, intervals),
                       sio=query_cost(self.weights, 0, index_rows,
                                      index_bytes / index_rows if index_rows else 0.0, 0))
         labels = tuple(sorted(_label(pattern, c) for c in config))
-        return (Configuration(labels, rows, size, index_rows, intervals, costs.pio + costs.sio, True),
-                costs)
+        return (Configuration(labels, rows, size + driver, index_rows, intervals,
+                              costs.pio + costs.sio, True, driver), costs)
 
-    def _widening(self) -> float:
-        """Ticks :func:`widen` adds to an interval where the query says how many: a COGRA core
-        grows to the windows overlapping it, about a window on each side."""
-        if self.offline.kind == "windows" and self.offline.window is not None:
-            return 2.0 * self.offline.window[0]
-        return 0.0
+    def _touched(self, partition: int, lo: float, hi: float, widening: tuple[float, float]
+                 ) -> range:
+        """The positions of the partition's blocks that ``[lo, hi]`` widened by ``widening``
+        (ticks before, after) meets."""
+        blocks = self.blocks[partition]
+        first = bisect.bisect_left([b.ts_max for b in blocks], lo - widening[0])
+        after = bisect.bisect_right([b.ts_min for b in blocks], hi + widening[1])
+        return range(first, max(first, after))
 
-    @staticmethod
-    def _keys(pattern: PatternQuery, partition: int, opened: Mapping[str, SecondaryIndex]) -> int:
-        """How many partition keys the archive partition holds (the index builds count them)."""
-        if not pattern.keys or not opened:
+    def _covered(self, partition: int, lo: float, hi: float, cover: Coverage,
+                 widening: tuple[float, float]) -> tuple[float, float]:
+        """The rows and bytes that ``cover``'s intervals in the run ``[lo, hi]``, each widened by
+        ``widening``, are expected to read: Cardenas over the blocks of the run widened alike."""
+        touched = self._touched(partition, lo, hi, widening)
+        if not touched:
+            return 0.0, 0.0
+        blocks = self.blocks[partition][touched.start:touched.stop]
+        span = blocks[-1].ts_max - blocks[0].ts_min + 1
+        fraction = cardenas(cover.intervals, cover.extend + sum(widening) + span / len(blocks), span)
+        return fraction * sum(b.count for b in blocks), fraction * self._bytes(partition, blocks)
+
+    def _widening(self, pattern: PatternQuery, partition: int, keys: int, core_keys: int
+                  ) -> _Widening:
+        """What :func:`widen` adds to a core of ``core_keys`` keys (the archive partition holds
+        ``keys``): a COGRA core grows to the windows overlapping it (a window less half a slide
+        on each side, on average); a TPStream core to its keys' quiet events, which the driver
+        finds by reading the window around the core and then spans that double
+        (:func:`quiet_reach`, with the share of quiet events from the index statistics); a
+        SASE+ core by the window on the side of a leading or trailing negation, after which the
+        driver probes for the next event."""
+        offline = self.offline
+        if offline.kind == "windows" and offline.window is not None:
+            size, slide = offline.window
+            side = max(0.0, size - (slide + 1) / 2)
+            return _Widening((side, side))
+        blocks = self.blocks[partition]
+        gap = (blocks[-1].ts_max - blocks[0].ts_min + 1) / max(1, sum(b.count for b in blocks))
+        if offline.kind == "situations":
+            mean = gap * keys / self.quiet_share
+            distance, read, reads = quiet_reach(mean, core_keys, pattern.window)
+            # the reads beyond the first (the window around the cores, merged) are reads of
+            # their own: each reads the blocks its span meets, the one at its edge again
+            block_span = (blocks[-1].ts_max - blocks[0].ts_min + 1) / len(blocks)
+            further = (reads - 1) + (read - pattern.window) / block_span
+            return _Widening((distance, distance), (pattern.window, pattern.window), 2 * further)
+        query = getattr(offline.compiled, "ast", None)
+        if not isinstance(query, SaseQuery):
+            return _Widening((0.0, 0.0))
+        before = pattern.window if query.components[0].negated else 0.0
+        if not query.components[-1].negated:
+            return _Widening((before, 0.0))
+        # the probes after the deadline span 1, 2, 4, ... ticks until one holds an event (the
+        # next event uniformly within ``gap`` ticks); each reads at least a block
+        probes = sum(max(0.0, 1.0 - ((1 << n) - 1) / gap) for n in range(64))
+        return _Widening((before, pattern.window + gap), probes=probes)
+
+    def _keys(self, pattern: PatternQuery, partition: int,
+              opened: Mapping[str, SecondaryIndex]) -> int:
+        """How many partition keys the archive partition holds: the index builds count them;
+        without an index that did, the value range of a single integer key bounds them."""
+        if not pattern.keys:
             return 1
-        counts = next(iter(opened.values())).manifest.get("key_next", {})
-        return max(1, len(counts.get(str(partition), {})))
+        for index in opened.values():
+            counted = len(index.manifest.get("key_next", {}).get(str(partition), {}))
+            if counted:
+                return counted
+        blocks = self.blocks[partition]
+        stats = [b.stats.get(pattern.keys[0]) for b in blocks] if len(pattern.keys) == 1 else []
+        bounds = [(s.min, s.max) for s in stats if s is not None and s.count]
+        if not stats or len(bounds) < len(stats) or \
+                not all(isinstance(v, int) for bound in bounds for v in bound):
+            return 1
+        values = max(high for _, high in bounds) - min(low for low, _ in bounds) + 1
+        return max(1, min(values, sum(b.count for b in blocks)))
 
     def _indexed(self, pattern: PatternQuery, maps: Mapping[int, CoarsePatternMap],
                  chosen: list[IndexCandidate], opened: Mapping[str, SecondaryIndex],
                  best: Configuration, configurations: list[Configuration]) -> ReplayPlan:
         hits = self._hits(pattern, chosen, opened)
+        if chosen:
+            # the estimate of the plan: the cost model with the selectivities the lookups found
+            found = {partition: {p: int(np.count_nonzero(table.column("partition").to_numpy()
+                                                         == partition))
+                                 / max(1, sum(b.count for b in blocks)) for p, table in hits.items()}
+                     for partition, blocks in self.blocks.items()}
+            best = self._estimate(pattern, maps, frozenset(chosen), opened, found)[0]
         positions = sorted({c.position for c in chosen})
         settings = self.offline.settings
         source = _ArchiveSource(self.archive, self.topic, _read_columns(self.offline),
@@ -480,7 +608,8 @@ class _Context:
         labels = [_label(pattern, c) for c in chosen]
         reason = ("index-pruned replay" if chosen else "replay of the coarse pattern map's blocks")
         return ReplayPlan(self.topic, intervals, blocks, labels,
-                          Estimate(round(best.rows), round(best.bytes)), reason, self._total(),
+                          Estimate(round(best.rows), round(best.bytes), round(best.driver)),
+                          reason, self._total(),
                           self.weights, configurations, self.sizes)
 
     def _hits(self, pattern: PatternQuery, chosen: Sequence[IndexCandidate],
@@ -510,6 +639,16 @@ class _Context:
             return []
         start = newer[0].ts_min - pattern.window
         return _clip([Interval(start, newer[-1].ts_max)], self.lo, self.hi)
+
+
+def _quiet_share(candidates: Sequence[IndexCandidate]) -> float:
+    """The share of events no symbol matches, as far as the indexes tell: an event matches a
+    symbol at most as often as its most selective indexed condition holds (symbols without an
+    index count as never matching; at least a tenth of the events is taken as quiet)."""
+    rarest: dict[int, float] = {}
+    for c in candidates:
+        rarest[c.position] = min(rarest.get(c.position, 1.0), c.selectivity)
+    return max(0.1, 1.0 - sum(rarest.values()))
 
 
 def _event_ids(table: pa.Table) -> pa.Array:

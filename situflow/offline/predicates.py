@@ -28,9 +28,9 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any
 
+from situflow.archive.ranges import Condition, Range
 from situflow.lang import ast
 from situflow.lang.compile import literal_value
-from situflow.offline.pattern import Condition, Range
 
 #: Per attribute the union of ranges every matching event satisfies; ``{}`` is ``true``.
 Ranges = dict[str, tuple[Range, ...]]

@@ -39,18 +39,20 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from situflow.archive.ranges import Condition, Range
 from situflow.events import EventBatch
 from situflow.kslack.positions import SEQ_FIELD
 from situflow.lang import ast
 from situflow.lang.sase import Index, KleeneRef, SaseQuery, Strategy
-from situflow.offline.pattern import Condition, PatternQuery, Range, Symbol
+from situflow.offline.pattern import PatternQuery, Symbol
 from situflow.offline.predicates import necessary_conditions
 from situflow.operator import CompiledQuery
-from situflow.tpstream.query import condition_mask
+from situflow.tpstream.query import quiet_mask
 
 #: The archive's dense sequence number column (situflow.archive.format.ARCHIVE_SEQ).
 ARCHIVE_SEQ = "_situflow_archive_seq"
@@ -163,17 +165,9 @@ def _tpstream(compiled: Any, settings: StreamFields) -> OfflineQuery:
             symbols.append(Symbol("true", kleene=True))
         symbols.append(Symbol(definition.name, conditions=_merged(
             necessary_conditions(definition.condition, attribute_of))))
-    definitions = compiled.definitions
-
-    def quiet(batch: EventBatch) -> np.ndarray:
-        held = np.zeros(len(batch), dtype=bool)
-        for definition in definitions:
-            held |= condition_mask(definition, batch)
-        return ~held
-
     offline = _result(compiled, settings, symbols, compiled.window, compiled.partition_by,
                       _used(compiled), "situations", order_free=True)
-    return replace(offline, quiet=quiet)
+    return replace(offline, quiet=partial(quiet_mask, compiled))
 
 
 # --- COGRA -------------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from situflow.offline.pattern import Condition, PatternQuery, Symbol
+from situflow.archive.ranges import Condition
+from situflow.offline.pattern import PatternQuery, Symbol
 from situflow.offline.predicates import disjunction
 
 #: The always-true Kleene symbol every rewrite produces.

@@ -10,10 +10,12 @@ The Faust services (``workers/``) and offline replays drive these alike.
 """
 
 from situflow.runtime.attributes import UnseenAttributes
+from situflow.runtime.begins import begin_keys, key_name, key_names
 from situflow.runtime.dedup import fresh_rows, integer_column, key_groups
 from situflow.runtime.ordered import OrderedLayout, decode_ordered, ordered_events
 from situflow.runtime.partition import PartitionOperators
 from situflow.runtime.queryset import QuerySet
 
-__all__ = ["OrderedLayout", "PartitionOperators", "QuerySet", "UnseenAttributes", "decode_ordered",
-           "fresh_rows", "integer_column", "key_groups", "ordered_events"]
+__all__ = ["OrderedLayout", "PartitionOperators", "QuerySet", "UnseenAttributes", "begin_keys",
+           "decode_ordered", "fresh_rows", "integer_column", "key_groups", "key_name", "key_names",
+           "ordered_events"]

@@ -30,7 +30,8 @@ class QuerySet:
     matcher evaluate one half of a TPStream query each). ``stream_check`` raises
     ``SituflowError`` unless the stream allows the query. ``registered_at`` holds, per name,
     the registry offset of its registration (-1: from a file); a re-submit of the same text
-    keeps the first.
+    keeps the first. ``handoffs`` names the queries submitted with a backfill, which the
+    deriver begins per key at quiet events (:mod:`situflow.runtime.begins`).
     """
 
     def __init__(self, service: str, languages: frozenset[str], *, time_field: str,
@@ -47,6 +48,7 @@ class QuerySet:
         # Per query what it requires of its events' attributes (the typing rule).
         self.types: dict[str, AttributeTypes] = {}
         self.registered_at: dict[str, int] = {}
+        self.handoffs: set[str] = set()
         self.version = 0
 
     def options(self, name: str) -> QueryOptions:
@@ -60,7 +62,7 @@ class QuerySet:
                                 f"{'/'.join(sorted(self.languages))} queries, not {query.language}")
         self.stream_check(query)
 
-    def add(self, query: CompiledQuery, registered_at: int = -1) -> None:
+    def add(self, query: CompiledQuery, registered_at: int = -1, handoff: bool = False) -> None:
         self.check(query)
         current = self.compiled.get(query.name)
         if current is not None and current.query_id == query.query_id:
@@ -68,10 +70,15 @@ class QuerySet:
         self.compiled[query.name] = self.prepare(query)
         self.types[query.name] = query.attribute_types.without({self.time_field, "type", "id"})
         self.registered_at[query.name] = registered_at
+        if handoff:
+            self.handoffs.add(query.name)
+        else:
+            self.handoffs.discard(query.name)
         self.version += 1
 
     def remove(self, name: str) -> None:
         self.registered_at.pop(name, None)
+        self.handoffs.discard(name)
         self.types.pop(name, None)
         if self.compiled.pop(name, None) is not None:
             self.version += 1

@@ -117,3 +117,14 @@ def condition_mask(defn: SituationDef, batch: Any) -> np.ndarray:
     elif mask.dtype != bool:
         mask = np.array([v is True for v in mask.ravel()], dtype=bool).reshape(mask.shape)
     return np.broadcast_to(mask, (len(batch),))
+
+
+def quiet_mask(query: TPStreamQuery, batch: Any) -> np.ndarray:
+    """Per event of ``batch`` whether none of ``query``'s definitions holds on it: no situation
+    of the query spans such an event, so one that begins after it is whole. Offline widening
+    (:mod:`situflow.offline.queries`) and the hand-off's per-key begin (batch/README.md,
+    "Backfill") cut the stream there."""
+    held = np.zeros(len(batch), dtype=bool)
+    for definition in query.definitions:
+        held |= condition_mask(definition, batch)
+    return ~held

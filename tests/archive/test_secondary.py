@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from situflow.archive import ARCHIVE_SEQ, ArchiveError, Block, open_archive
+from situflow.archive.ranges import Condition, Range
 from situflow.archive.secondary import (
     SecondaryIndex,
     build_index,
@@ -22,7 +23,6 @@ from situflow.archive.secondary import (
     list_indexes,
     read_manifest,
 )
-from situflow.offline.pattern import Condition, Range
 from tests.archive.archives import write_partition, write_stream
 from tests.profiles import scaled
 

@@ -16,8 +16,8 @@ import pytest
 from batch.index_build import build_indexes, index_files, index_listing, read_index
 from situflow.archive import ARCHIVE_SEQ, open_archive
 from situflow.archive.format import ArchiveError
+from situflow.archive.ranges import Condition, Range
 from situflow.archive.secondary import SecondaryIndex, read_manifest
-from situflow.offline.pattern import Condition, Range
 from tests.archive.archives import write_partition, write_stream
 
 TOPIC = "sensors.ordered"

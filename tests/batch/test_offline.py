@@ -291,12 +291,12 @@ def test_many_results_stream_to_the_output_in_sorted_chunks(spark, tmp_path, mon
 
     write = batch.offline._write
 
-    def spy(lines: Iterator[str], output: Path) -> None:
+    def spy(lines: Iterator[str], output: Path, tap: Any = None) -> None:
         assert isinstance(lines, Iterator)
         pulled[0] = 0
         first = next(lines)
         assert pulled[0] == 1  # the first line is written after one row, not after them all
-        write(itertools.chain([first], lines), output)
+        write(itertools.chain([first], lines), output, tap)
         assert pulled[0] == len(expected)
 
     monkeypatch.setattr(frames, "toLocalIterator", counted)

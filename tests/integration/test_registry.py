@@ -296,6 +296,34 @@ def test_the_query_commands_submit_list_and_delete(
 
 @pytest.mark.integration
 @pytest.mark.usefixtures("cli_env")
+def test_query_submit_of_the_registered_query_again_writes_nothing_and_a_change_replaces_it(
+    kafka: KafkaSettings, topic_prefix: str, registry: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a deployment's registration job does at every upgrade: the same file again (or
+    only reformatted) is a no-op; another text, or another stream, replaces the query."""
+    name = f"{topic_prefix}.rising"
+    query = tmp_path / "rising.sase"
+    submit_it = ["query", "submit", str(query), "--name", name, "--stream", "stocks",
+                 "--key-fields", "symbol"]
+
+    def run(text: str, *extra: str) -> str:
+        query.write_text(text)
+        assert main([*submit_it, *extra]) == 0
+        return capsys.readouterr().out.split(":")[0]
+
+    states = [run(SASE), run(SASE), run(SASE.replace(" ", "  ")),
+              run(SASE.replace("1000", "2000")), run(SASE.replace("1000", "2000")),
+              run(SASE.replace("1000", "2000"), "--time-unit", "0.001")]
+    assert states == [f"{state} {name}" for state in (
+        "registered", "unchanged", "unchanged", "registered", "unchanged", "registered")]
+    assert asyncio.run(end_offset(kafka, registry)) == 3
+    assert main(["query", "list"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("cli_env")
 def test_query_submit_reports_a_bad_query_as_check_does_and_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

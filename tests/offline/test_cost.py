@@ -148,8 +148,9 @@ def test_query_cost_is_equation_3_1_in_pages() -> None:
 
 
 def test_order_free_patterns_replay_around_the_rarest_symbol() -> None:
-    """TPStream and COGRA: ±w around a hit of the rarest symbol with every other within w."""
+    """TPStream and COGRA: ±w around a hit of the rarest symbol where ±w around a hit of every
+    other meets it, so with every other within 2w."""
     pattern = PatternQuery((Symbol("A"), Symbol("T", kleene=True), Symbol("B")), 10)
     cover = coverage(pattern, {0: 0.001, 2: 0.01}, StreamStats(rows=1e6, span=1e6), ordered=False)
-    assert cover.intervals == pytest.approx(1e6 * 0.001 * (1 - math.exp(-0.01 * 20)))
+    assert cover.intervals == pytest.approx(1e6 * 0.001 * (1 - math.exp(-0.01 * 40)))
     assert cover.extend == 20 and cover.alpha == pytest.approx(cardenas(cover.intervals, 20, 1e6))

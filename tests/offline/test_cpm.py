@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from situflow.archive.blocks import AttrStats, Block
+from situflow.archive.ranges import Condition, Range
 from situflow.offline.cpm import coarse_pattern_map, may_occur
-from situflow.offline.pattern import Condition, PatternQuery, Range, Symbol
+from situflow.offline.pattern import PatternQuery, Symbol
 from tests.profiles import scaled
 
 ATTRIBUTES = ("v1", "v2")

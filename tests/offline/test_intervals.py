@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from situflow.archive.ranges import Condition, Range
 from situflow.offline.intervals import Interval, merge_intervals, replay_intervals
-from situflow.offline.pattern import Condition, PatternQuery, Range, Symbol
+from situflow.offline.pattern import PatternQuery, Symbol
 from situflow.offline.rewrite import rewrite
 from tests.offline.reference import STRATEGIES, Automaton, Stream, expression, index_hits, matches, spans
 from tests.profiles import scaled

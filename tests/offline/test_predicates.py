@@ -7,11 +7,11 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from situflow.archive.ranges import Condition, Range
 from situflow.lang import ast
 from situflow.lang.compile import compile_scalar
 from situflow.lang.parser import Parser
 from situflow.lang.sase import parse as parse_sase
-from situflow.offline.pattern import Condition, Range
 from situflow.offline.predicates import necessary_conditions
 
 

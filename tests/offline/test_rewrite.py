@@ -7,8 +7,9 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from situflow.archive.ranges import Condition, Range
 from situflow.offline.intervals import replay_intervals
-from situflow.offline.pattern import Condition, PatternQuery, Range, Symbol
+from situflow.offline.pattern import PatternQuery, Symbol
 from situflow.offline.rewrite import TRUE_STAR, Alt, Atom, Not, PatternExpr, Repeat, Seq, rewrite
 from tests.offline.reference import STRATEGIES, Stream, index_hits, matches
 from tests.profiles import scaled

@@ -104,3 +104,25 @@ def test_sync_follows_the_query_set_and_is_free_while_it_is_unchanged() -> None:
     partition.sync(queries)  # same version: nothing to do
     assert partition.operators == {}
     assert PartitionOperators.decode(None) == PartitionOperators({}, {})
+
+
+def test_the_time_a_query_began_at_outlives_a_checkpoint_and_a_changed_query_begins_again() -> None:
+    queries = query_set()
+    queries.add(compiled(TPSTREAM))
+    partition = PartitionOperators({}, {})
+    partition.sync(queries)
+    assert partition.begin("q", 7) == 7
+    assert partition.begin("q", 9) == 7, "a query begins once"
+    checkpoint = json.loads(json.dumps(partition.encode()))
+
+    restored = PartitionOperators.decode(checkpoint)
+    restored.sync(queries)
+    assert restored.begin("q", 12) == 7
+
+    queries.add(compiled(OTHER_TPSTREAM))
+    changed = PartitionOperators.decode(checkpoint)
+    changed.sync(queries)
+    assert changed.begin("q", 12) == 12
+    queries.remove("q")
+    changed.sync(queries)
+    assert changed.begun == {}

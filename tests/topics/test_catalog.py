@@ -8,6 +8,7 @@ from topics.catalog import (
     BATCH_SEQ_HEADER,
     DLQ_RETENTION_MS,
     QUERIES,
+    SERVICES,
     SITUATIONS,
     Catalog,
     CleanupPolicy,
@@ -31,6 +32,7 @@ def by_name(catalog: Catalog) -> dict[str, TopicSpec]:
 def test_a_deployment_has_these_topics() -> None:
     assert {name: spec.role for name, spec in by_name(CATALOG).items()} == {
         QUERIES: TopicRole.QUERIES,
+        SERVICES: TopicRole.SERVICES,
         SITUATIONS: TopicRole.SITUATIONS,
         f"{SITUATIONS}.dlq": TopicRole.DLQ,
         "cars": TopicRole.INPUT,
@@ -49,6 +51,12 @@ def test_the_query_registry_is_one_compacted_partition_kept_forever() -> None:
         CleanupPolicy.COMPACT,
         {"cleanup.policy": "compact", "retention.ms": "-1"},
     )
+
+
+def test_the_services_topic_is_one_compacted_partition_under_the_name_given() -> None:
+    services = by_name(Catalog(services="situflow.services.cars"))["situflow.services.cars"]
+    assert (services.role, services.partitions, services.configs()) == (
+        TopicRole.SERVICES, 1, {"cleanup.policy": "compact", "retention.ms": "-1"})
 
 
 def test_a_stream_s_situations_topic_has_its_partitions_and_a_dead_letter_topic() -> None:

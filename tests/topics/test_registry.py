@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 
@@ -49,6 +50,14 @@ def test_a_record_is_keyed_by_name_and_holds_the_query_as_json() -> None:
 
 def test_a_record_decodes_to_itself() -> None:
     assert decode_record(*encode_record(RECORD)) == ("aggressive_drivers", RECORD)
+
+
+def test_a_record_submitted_with_a_backfill_says_so_and_others_carry_no_flag() -> None:
+    handed_off = dataclasses.replace(RECORD, handoff=True)
+    assert json.loads(encode_record(handed_off)[1]) == {**VALUE, "handoff": True}
+    assert decode_record(*encode_record(handed_off)) == ("aggressive_drivers", handed_off)
+    plain = decode_record(*encode_record(RECORD))[1]
+    assert plain is not None and not plain.handoff
 
 
 def test_a_delete_is_a_tombstone_of_the_name() -> None:

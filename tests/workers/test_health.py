@@ -4,11 +4,13 @@ A partition whose applied offset stands still while input waits (high watermark 
 applied offset + 1) for ``SITUFLOW_STALL_TIMEOUT`` seconds makes the service not ready; the
 lag gauge ``situflow_input_lag`` counts the messages not yet applied, not merely fetched, so
 it shows a partition that is stuck although its consumer reads on; a crash loop known from the
-crash record makes the service not ready too.
+crash record makes the service not ready too. The recovery gauges and the per-query operator
+statistics are read when scraped; counters of known topics exist from the start, at zero.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 import faust
 
 from workers.failures import CrashRecord
-from workers.metrics import ServiceMetrics
+from workers.metrics import QueryStats, ServiceMetrics
 
 
 @dataclass(frozen=True)
@@ -37,9 +39,21 @@ class Consumer:
 
 
 @dataclass
+class Recovery:
+    in_recovery: bool = False
+    _recovery_started_at: float | None = None
+
+
+@dataclass
+class Tables:
+    recovery: Recovery = field(default_factory=Recovery)
+
+
+@dataclass
 class App:
     consumer: Consumer
     conf: Any = field(default_factory=lambda: faust.App("conf").conf)
+    tables: Tables = field(default_factory=Tables)
 
 
 def service(highwaters: dict[TP, int], applied: dict[TP, int],
@@ -78,3 +92,49 @@ def test_a_service_that_crash_loops_is_not_ready(tmp_path: Path) -> None:
     assert metrics.crashes is not None and metrics.crashes.crash_looping()
     assert metrics.registry.get_sample_value("situflow_restarts_total",
                                              {"service": "deriver"}) == 1
+
+
+def sample(metrics: ServiceMetrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, {"service": "deriver", **labels})
+
+
+def test_the_recovery_gauges_say_since_when_the_tables_recover() -> None:
+    metrics = service({}, {})
+    assert (sample(metrics, "situflow_recovering"), sample(metrics, "situflow_recovery_seconds")) \
+        == (0, 0)
+    app: Any = metrics._app
+    app.tables.recovery = Recovery(in_recovery=True, _recovery_started_at=time.monotonic() - 90)
+    assert sample(metrics, "situflow_recovering") == 1
+    seconds = sample(metrics, "situflow_recovery_seconds")
+    assert seconds is not None and 90 <= seconds < 100
+
+
+def test_counters_of_the_inputs_and_the_dead_letter_topics_exist_at_zero() -> None:
+    metrics = service({}, {})
+    metrics.outputs(dlq=["cars.dlq"], late=["cars.late"])
+    assert sample(metrics, "situflow_messages_in_total", topic="cars.ordered") == 0
+    assert sample(metrics, "situflow_processing_errors_total", topic="cars.ordered",
+                  query="") == 0
+    assert sample(metrics, "situflow_dlq_messages_total", topic="cars.dlq") == 0
+    assert sample(metrics, "situflow_late_events_total", topic="cars.late") == 0
+
+
+@dataclass
+class Operator:
+    counts: dict[str, int]
+
+    def stats(self) -> dict[str, int]:
+        return self.counts
+
+
+def test_operator_statistics_are_summed_per_query_over_the_partitions() -> None:
+    metrics = service({}, {})
+    operators: list[tuple[str, Any]] = [
+        ("speeding", Operator({"partial_matches": 2})),
+        ("speeding", Operator({"partial_matches": 3, "open_situations": 1})),
+        ("braking", Operator({"open_situations": 4}))]
+    metrics.registry.register(QueryStats("deriver", lambda: operators))
+    assert sample(metrics, "situflow_query_partial_matches", query="speeding") == 5
+    assert sample(metrics, "situflow_query_open_situations", query="speeding") == 1
+    assert sample(metrics, "situflow_query_open_situations", query="braking") == 4
+    assert sample(metrics, "situflow_query_buffered_situations", query="braking") == 0

@@ -1,4 +1,5 @@
-"""A service started while no broker answers says so, retries with backoff, then exits 1."""
+"""A service started while no broker answers says so, retries with backoff, then exits 1; started
+as the image's containers start it, ``situflow serve SERVICE``."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def test_an_unreachable_broker_is_retried_with_backoff_then_reported(service: st
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "SITUFLOW_BROKER_WAIT": "1.5",
            "SITUFLOW_KEY_FIELDS": "car_id", "SITUFLOW_DATA_DIR": str(tmp_path),
            "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", f"workers.{service}", "worker"], env=env,
+    done = subprocess.run([sys.executable, "-m", "situflow.cli", "serve", service], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()

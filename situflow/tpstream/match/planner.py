@@ -47,8 +47,10 @@ class Planner:
         n = len(self.names)
         self.sizes = [1.0] * n
         # Selectivity of each constraint, keyed by its pair (i < j); Table 5.3 priors (5.5).
+        # fsum: a set's iteration order varies between runs, and so would a plain sum's last
+        # digits, swapping evaluation orders of equal cost.
         self.phi = {
-            (i, j): sum(SELECTIVITY[r] for r in rels)
+            (i, j): math.fsum(SELECTIVITY[r] for r in rels)
             for i, row in enumerate(self.constraints) for j, rels in enumerate(row)
             if i < j and rels is not None
         }
