@@ -238,8 +238,9 @@ class EvaluatingService:
             return [await self.dead_letter(event, exc.reason)]
         if events is None:
             return []
+        first_time = int(events.ts.min())
         for name, (query_id, _) in operators:
-            begun = state.begin(name, int(events.ts.min()))
+            begun = state.begin(name, first_time)
             await self.note_start(name, query_id, event.message, begun)
         deliveries, errors = [], []
         for name, (query_id, operator) in operators:
