@@ -27,9 +27,9 @@ def spark() -> Iterator[Any]:
 
     if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
         pytest.fail("the Spark tests need Java 17 or later", pytrace=False)
-    session = spark_session("local[2]", app="situflow-timeline-tests")
-    yield session
-    session.stop()
+    # Not stopped here: Spark has one session per process, which tests/batch's session-scoped
+    # fixture may hold too (a worker of pytest -n runs both); the process's end stops it.
+    yield spark_session("local[2]", app="situflow-timeline-tests")
 
 
 def offline_timeline(example: str, root: Path) -> tuple[list[dict[str, Any]], str]:
