@@ -5,6 +5,7 @@
     situflow check QUERY_FILE
     situflow explain QUERY_FILE [--output PICTURE.html|PICTURE.svg]
     situflow demo [--events N] [--cars N]
+    situflow devices
     situflow query submit|list|delete ...   (Kafka: workers/cli.py)
     situflow topics create ...               (Kafka: workers/cli.py)
 
@@ -93,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--cars", type=int, default=2_000)
     demo.add_argument("--show", type=int, default=20, help="print at most this many results")
     demo.set_defaults(command=_demo)
+
+    devices = sub.add_parser("devices", help="list the OpenCL devices and which one --device uses")
+    devices.set_defaults(command=_devices)
     _add_kafka_commands(sub)
     return parser
 
@@ -149,6 +153,12 @@ def _check(args: argparse.Namespace) -> int:
     print(f"-- {compiled.language} query {compiled.query_id}")
     print(compiled.describe())
     return 0
+
+
+def _devices(args: argparse.Namespace) -> int:
+    from situflow.devices.command import show_devices
+
+    return show_devices()
 
 
 def _explain(args: argparse.Namespace) -> int:
