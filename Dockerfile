@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 # One image for every situflow service and command; the command selects what runs
-# (`situflow serve kslack`, `situflow query submit ...`). Two targets:
+# (`situflow serve kslack`, `situflow query submit ...`). Three targets:
 #   runtime  the services and the CLI (the kafka extra)
 #   spark    runtime + Debian's Java 17 runtime + the spark extra, for the Spark jobs
+#   gpu      runtime + pyopencl and Debian's OpenCL drivers, for services on iGPU nodes
 # Build, run and the read-only root: README.md, "Container image".
 #
 # The base is an exact Python release on an exact Debian release, not a digest: the official
@@ -81,4 +82,25 @@ RUN --mount=type=bind,from=spark-builder,source=/wheels,target=/wheels \
 ENV JAVA_HOME=/usr/lib/jvm/java-17 \
     PYSPARK_PYTHON=/opt/venv/bin/python \
     PYSPARK_DRIVER_PYTHON=/opt/venv/bin/python
+USER 10001:10001
+
+# The services on iGPU nodes (the chart's devices.gpu): runtime plus pyopencl and Debian's
+# OpenCL drivers, Intel's compute runtime (Gen8 and later iGPUs; amd64 only) and Mesa's (AMD).
+# The pyopencl wheel's ICD loader finds them in /etc/OpenCL/vendors. PoCL, the devices extra's
+# CPU device for machines without a GPU, is left out: on a GPU node it would only duplicate
+# the CPU paths. The node's render group opens /dev/dri (devices.gpu.supplementalGroups).
+FROM builder AS gpu-builder
+RUN /opt/build/bin/pip wheel --no-cache-dir --disable-pip-version-check \
+    --find-links /wheels --wheel-dir /wheels 'pyopencl>=2024.1'
+
+FROM runtime AS gpu
+USER 0:0
+RUN drivers=mesa-opencl-icd \
+    && if [ "$(dpkg --print-architecture)" = amd64 ]; then drivers="$drivers intel-opencl-icd"; fi \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends $drivers \
+    && apt-get clean && rm -rf /var/lib/apt/lists/*
+RUN --mount=type=bind,from=gpu-builder,source=/wheels,target=/wheels \
+    /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-index \
+    --find-links /wheels 'pyopencl>=2024.1'
 USER 10001:10001

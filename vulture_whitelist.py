@@ -13,3 +13,25 @@ _._fetch_max_wait_ms
 
 # Read positionally by a match statement (``case InsertLine(i, line)``).
 _.before_event
+
+# The device counters are read by name: DeviceCounters.snapshot() and workers/metrics.py.
+from situflow.devices.counters import DeviceCounters
+
+DeviceCounters.kernel_seconds
+DeviceCounters.bytes_to_device
+DeviceCounters.bytes_from_device
+DeviceCounters.cpu_fallbacks
+
+# The filter's implementations are called by name (tests/devices, bench/devices_filter.py).
+from situflow.devices.filter import Filter
+
+Filter.multi_threaded
+
+# Hypothesis runs a state machine's @invariant methods; pytest collects its TestCase.
+from tests.devices.test_queues import QueueAgainstAList
+
+QueueAgainstAList.the_thesis_invariants_hold_and_the_valid_data_is_idxr_to_idxw
+_.test_random_operation_sequences_keep_the_invariants
+
+# Faust reads its configuration's attributes (workers/kslack.py bounds the queued bundles).
+_.stream_buffer_maxsize

@@ -7,7 +7,8 @@ order and whose conditions make frequency alone a poor guide (a selective condit
 frequent types). Statistics are measured online on the first fifth of the stream, as the
 adaptive evaluator would. Every plan must find the same matches (checked); throughput is
 events per second of the evaluation alone, all measured in this run, and printed as ratios.
-Plan-generation time for long patterns (K-14) is printed too.
+Plan-generation time for long patterns (K-14) is printed too, and what the SASE+ default
+(``AUTO``, :mod:`situflow.plan.choice`) would decide between DP-B and NFA^b on each workload.
 
     .venv/bin/python bench/plans.py [--events N] [--seed S]
 """
@@ -33,6 +34,7 @@ from situflow.plan import (
     choose_plan,
     evaluator_for,
 )
+from situflow.plan.choice import decide
 
 TYPES = "ABCDEF"
 KEYS = 20
@@ -149,6 +151,7 @@ def run(workload: Workload, n: int, seed: int) -> None:
     ratios = [f"{b}/{a} {rates[b] / rates[a]:.2f}x" for b in ("DP-LD", "DP-B") for a in ("TRIVIAL", "EFREQ")]
     ratios.append(f"DP-B/ZSTREAM {rates['DP-B'] / rates['ZSTREAM']:.2f}x")
     print("  ratios: " + ", ".join(ratios))
+    print(f"  the SASE+ default (AUTO) would choose {decide(pat, stats, ('DP-B', 'DP-LD')).describe()}")
 
 
 def smaller_difference(a: Event, b: Event) -> bool:

@@ -49,10 +49,25 @@ against id lists (both read every match out), and the Python loop of the NFA^b w
 Last, skip-till-any-match, where backtracking is expensive (every partial run re-reads its
 window; NFA^b merges equivalent runs, §5.2.2): ``SEQ(Stock a, Stock b, Stock c)`` with
 ``[symbol]`` at partition windows of 500, 2,000 and 5,000 events, and the same with a rarer
-last component (``c.volume < 2``), on the NFA^b, on cost-based plans (DP-B, DP-LD: the
-operator's own path, see ``situflow.sase.planned``) and on the TRIVIAL/EFREQ plans, and through
-the backtracking baseline, all with Match records or id lists, on the same ``--any-events``
-prefix; every engine must find the same matches (checked).
+last component (``c.volume < 2``), on the NFA^b, on the default (``AUTO``: NFA^b for a
+warm-up while the statistics are measured, then DP-B if it can win, else NFA^b; see
+``situflow.plan.choice``), on cost-based plans (DP-B, DP-LD: see ``situflow.sase.planned``)
+and on the TRIVIAL/EFREQ plans, and through the backtracking baseline, all with Match records
+or id lists, on the same ``--any-events`` prefix; every engine must find the same matches
+(checked). The default's decision is printed with its reason (from one more run: a decision
+that rests on a timed trial can differ between runs). Last, where plans win: ``bench/plans.py``'s
+two six-type workloads as SASE+ queries (``--skewed-events``), on NFA^b, the default, DP-B,
+DP-LD and TRIVIAL. This table is timed in CPU
+seconds of the process: on a machine shared by many jobs, wall-clock ratios of runs of
+10-400 ms measured the load (a load average of 13 on 2 cores put DP-B at 0.51-1.05 of
+TRIVIAL in wall-clock time while their CPU times were within 8% of each other).
+
+First of all, issue 16's stock query (``bench/workloads.py``: ``A B+ C`` per symbol under
+partition contiguity, ``WITHIN 50 seconds``, ``CONSUME``, ``RETURN a.symbol``) on its ticks (10
+symbols as texts, one tick every 10 ms): the compiled loop with ``CONSUME`` and text symbols,
+in batches of 50,000 (the CLI's) and of 2,000 (the rows below), the same with the symbols as
+integers (what texts cost), and the Python loop that ran the query before, on a prefix, where
+both must find the same matches (``--only-stock`` stops after it).
 
 The engines of one ratio run several times each, interleaved, and the fastest run counts (the
 machine is shared). Numbers only; nothing here asserts a speed.
@@ -99,13 +114,15 @@ BATCH = 2_000
 REPEATS = 3
 
 
-def best(run: Callable[..., Any], *args: Any, repeats: int = REPEATS) -> tuple[float, Any]:
-    """The fewest seconds ``run(*args)`` took in ``repeats`` runs, and its last result."""
+def best(run: Callable[..., Any], *args: Any, repeats: int = REPEATS,
+         clock: Callable[[], float] = time.perf_counter) -> tuple[float, Any]:
+    """The fewest seconds of ``clock`` ``run(*args)`` took in ``repeats`` runs, and its last
+    result."""
     fastest = math.inf
     for _ in range(repeats):
-        started = time.perf_counter()
+        started = clock()
         out = run(*args)
-        fastest = min(fastest, time.perf_counter() - started)
+        fastest = min(fastest, clock() - started)
     return fastest, out
 
 
@@ -153,7 +170,10 @@ def stock_stream(n: int, seed: int, p_up: float, symbols: int = 2, volume: int =
 ANY_MATCH = ("PATTERN SEQ(Stock a, Stock b, Stock c) WHERE skip_till_any_match(a, b, c) {{ "
              "[symbol] AND a.mark = 0 AND b.price > a.price AND b.volume > 990 AND "
              "c.volume < {last} }} WITHIN {window} seconds")
-PLANS = (None, "DP-B", "DP-LD", "TRIVIAL", "EFREQ")
+DEFAULT = "default"
+PLANS = (None, DEFAULT, "DP-B", "DP-LD", "TRIVIAL", "EFREQ")
+# Runs per engine in the skip-till-any-match table (best of, interleaved by round).
+ANY_REPEATS = 5
 
 
 def template(strategy: str, iteration: str, window_seconds: int) -> str:
@@ -189,31 +209,93 @@ def run_nfa(text: str, stream: EventBatch, budget: float, limit: int | None = No
 
 
 def any_match(stream: EventBatch, windows: tuple[int, ...], last: int) -> None:
-    """Skip-till-any-match: NFA^b, plans and the backtracking baseline on one prefix."""
+    """Skip-till-any-match: NFA^b, the default, plans and the backtracking baseline on one
+    prefix, in CPU seconds; the default's decision per window."""
     n = len(stream)
     print(f"\nskip till any match, SEQ(Stock a, Stock b, Stock c), c.volume < {last}, "
-          f"first {n:,} events (Match records / id lists)")
+          f"first {n:,} events (Match records / id lists; CPU time, best of {ANY_REPEATS})")
     print(f"{'W (events)':>10} {'engine':<14} {'events/s':>12} {'matches':>9} {'vs backtrack':>13}"
           f" {'same':>5}")
     for w in windows:
         text = ANY_MATCH.format(window=2 * w, last=last)  # two symbols, one event per second
-        rates: dict[str, float] = {}
+        compiled = {plan: compile(text) if plan == DEFAULT else compile(text, plan=plan)
+                    for plan in PLANS}
+        seconds: dict[str, float] = {}
         found: dict[str, list[str]] = {}
-        for plan in PLANS:
-            seconds, out = best(records, compile(text, plan=plan), stream)
-            name = plan or "NFA^b"
-            rates[name] = n / seconds
-            found[name] = sorted(str(m.bindings) for m in out)
-        seconds, matches = best(backtrack_ids, compile(text, plan=None), stream)
+        for _ in range(ANY_REPEATS):  # rounds interleave the engines: load hits all alike
+            for plan, query in compiled.items():
+                name = plan or "NFA^b"
+                took, out = best(records, query, stream, repeats=1, clock=time.process_time)
+                seconds[name] = min(seconds.get(name, math.inf), took)
+                found[name] = sorted(str(m.bindings) for m in out)
+        rates = {name: n / took for name, took in seconds.items()}
+        took, matches = best(backtrack_ids, compile(text, plan=None), stream,
+                             clock=time.process_time)
         baseline = sorted(map(str, matches))
-        baseline_rate = n / seconds
+        baseline_rate = n / took
         for name, rate in rates.items():
             print(f"{w:>10,} {name:<14} {rate:>12,.0f} {len(found[name]):>9,} "
                   f"{rate / baseline_rate:>12.1f}x {found[name] == baseline!s:>5}")
         print(f"{w:>10,} {'backtracking':<14} {baseline_rate:>12,.0f} {len(baseline):>9,}")
-        print(f"{'':>10} DP-B / TRIVIAL {rates['DP-B'] / rates['TRIVIAL']:.2f}, "
+        print(f"{'':>10} default / TRIVIAL {rates[DEFAULT] / rates['TRIVIAL']:.2f}, "
+              f"DP-B / TRIVIAL {rates['DP-B'] / rates['TRIVIAL']:.2f}, "
               f"DP-LD / TRIVIAL {rates['DP-LD'] / rates['TRIVIAL']:.2f}, "
               f"DP-B / EFREQ {rates['DP-B'] / rates['EFREQ']:.2f}")
+        print(f"{'':>10} default chose {decision(compiled[DEFAULT], stream)}")
+
+
+def decision(compiled: SaseCompiledQuery, events: EventBatch) -> str:
+    """What the default operator decided on ``events``, and why."""
+    op = compiled.operator()
+    op.process(events)
+    op.finish()
+    return str(getattr(op, "decision", "NFA^b (the query is outside the plans' model)"))
+
+
+# Six event types at skewed rates, 20 keys, values in [0, 100) (``bench/plans.py``'s
+# workloads as SASE+ queries): the conditions no column-wise filter can apply, where plans win.
+SKEWED = {
+    "selective-frequent": ((0.25, 0.25, 0.25, 0.10, 0.10, 0.05),
+                           "a.k = c.k AND a.k = b.k AND c.k = e.k"),
+    "rarity-dominated": ((0.34, 0.26, 0.18, 0.12, 0.07, 0.03),
+                         "a.k = c.k AND b.v - d.v < 10 AND d.v - b.v < 10 AND d.k = f.k"),
+}
+
+
+def skewed_stream(n: int, weights: tuple[float, ...], seed: int) -> EventBatch:
+    rng = np.random.default_rng(seed)
+    types = np.array(list("ABCDEF"), dtype=object)[rng.choice(6, size=n, p=weights)]
+    seq = np.arange(n, dtype=np.int64)
+    columns = {"k": rng.integers(0, 20, n), "v": rng.integers(0, 100, n)}
+    return EventBatch(columns, seq.copy(), seq, seq.copy(), types)
+
+
+def skewed_types(n: int, seed: int) -> None:
+    """Where plans win: the default against NFA^b and the plans on six skewed types."""
+    print(f"\nskip till any match, SEQ(A a, B b, C c, D d, E e, F f) WITHIN 60 s, six types at "
+          f"skewed rates, {n:,} events (Match records; CPU time, best of {REPEATS})")
+    engines = (None, DEFAULT, "DP-B", "DP-LD", "TRIVIAL")
+    for name, (weights, conditions) in SKEWED.items():
+        stream = skewed_stream(n, weights, seed)
+        text = ("PATTERN SEQ(A a, B b, C c, D d, E e, F f) WHERE skip_till_any_match(a, b, c, "
+                f"d, e, f) {{ {conditions} }} WITHIN 60 seconds")
+        compiled = {plan: compile(text) if plan == DEFAULT else compile(text, plan=plan)
+                    for plan in engines}
+        seconds: dict[str, float] = {}
+        found: dict[str, list[str]] = {}
+        for _ in range(REPEATS):
+            for plan, query in compiled.items():
+                engine = plan or "NFA^b"
+                took, out = best(records, query, stream, repeats=1, clock=time.process_time)
+                seconds[engine] = min(seconds.get(engine, math.inf), took)
+                found[engine] = sorted(str(m.bindings) for m in out)
+        same = all(f == found["NFA^b"] for f in found.values())
+        rates = "  ".join(f"{engine} {n / took:,.0f}" for engine, took in seconds.items())
+        print(f"{name}: {rates} events/s, {len(found['NFA^b'])} matches, same {same}")
+        print(f"  default / TRIVIAL {seconds['TRIVIAL'] / seconds[DEFAULT]:.2f}, "
+              f"DP-B / TRIVIAL {seconds['TRIVIAL'] / seconds['DP-B']:.2f}, "
+              f"NFA^b / TRIVIAL {seconds['TRIVIAL'] / seconds['NFA^b']:.2f}")
+        print(f"  default chose {decision(compiled[DEFAULT], stream)}")
 
 
 def against_backtracking(queries: dict[str, tuple[str, EventBatch]], prefix: int) -> None:
@@ -241,6 +323,78 @@ def against_backtracking(queries: dict[str, tuple[str, EventBatch]], prefix: int
               f" {same!s:>5}")
 
 
+def stock_batch(ticks: dict[str, np.ndarray], text_symbols: bool = True) -> EventBatch:
+    """Issue 16's stock ticks as one batch; ``text_symbols=False``: each symbol as its index."""
+    n = len(ticks["ts"])
+    symbol = ticks["symbol"]
+    if not text_symbols:
+        symbol = np.unique(symbol, return_inverse=True)[1].reshape(-1)
+    seq = np.arange(n, dtype=np.int64)
+    columns = {"symbol": symbol, "price": ticks["price"], "volume": ticks["volume"]}
+    return EventBatch(columns, ticks["ts"], seq, seq.copy(), ticks["type"])
+
+
+def stock_run(compiled: SaseCompiledQuery, events: EventBatch, batch: int,
+              compiled_loop: bool = True) -> list[Sequence[Match]]:
+    """The operator over ``events`` in batches of ``batch``, results as it returns them."""
+    op = compiled.operator(True, compiled_loop)
+    out = [op.process(events.slice(i, i + batch)) for i in range(0, len(events), batch)]
+    return [*out, op.finish()]
+
+
+def timed(run: Callable[..., Any], *args: Any, repeats: int = REPEATS
+          ) -> tuple[float, float, Any]:
+    """The fewest wall-clock and the fewest CPU seconds ``run(*args)`` took in ``repeats`` runs,
+    and its last result: on a shared machine CPU time is what the code costs, wall time what
+    the load left of it."""
+    wall = cpu = math.inf
+    for _ in range(repeats):
+        started, started_cpu = time.perf_counter(), time.process_time()
+        out = run(*args)
+        wall = min(wall, time.perf_counter() - started)
+        cpu = min(cpu, time.process_time() - started_cpu)
+    return wall, cpu, out
+
+
+def stock_consume(n: int, python_events: int) -> None:
+    """Issue 16's stock query (``A B+ C`` per symbol, ``CONSUME``) on its ticks, with text
+    symbols: the compiled loop (CONSUME and texts), the same with integer symbols, and the
+    Python loop that ran the query before, on a prefix; every engine must find the same
+    matches (checked on the prefix)."""
+    from workloads import STOCK_SASE, STOCK_TIME_UNIT, stock_ticks
+
+    from situflow.operator import QueryOptions
+
+    ticks = stock_ticks(n)
+    query = compile(STOCK_SASE, QueryOptions(time_unit=STOCK_TIME_UNIT))
+    text, numbers = stock_batch(ticks), stock_batch(ticks, text_symbols=False)
+    stock_run(query, text.slice(0, 5_000), 1_000)  # load the compiled loop
+    print(f"\nstock query of issue 16 (A B+ C per symbol, CONSUME), {n:,} ticks of 10 symbols; "
+          "events/s in the operator per wall-clock and per CPU second, and with every match "
+          "read as a Match record (CPU)")
+    print(f"{'engine':<34} {'batch':>7} {'events/s':>12} {'per CPU s':>12} {'records':>12}"
+          f" {'matches':>8}")
+
+    def records(events: EventBatch, batch: int, compiled_loop: bool = True) -> list[Match]:
+        return [m for found in stock_run(query, events, batch, compiled_loop) for m in found]
+
+    rows = [("compiled, text symbols", text, 50_000), ("compiled, text symbols", text, BATCH),
+            ("compiled, integer symbols", numbers, 50_000)]
+    for name, events, batch in rows:
+        wall, cpu, out = timed(stock_run, query, events, batch)
+        _, with_records, _ = timed(records, events, batch)
+        print(f"{name:<34} {batch:>7,} {n / wall:>12,.0f} {n / cpu:>12,.0f}"
+              f" {n / with_records:>12,.0f} {sum(map(len, out)):>8,}")
+    head = text.slice(0, python_events)
+    python, python_cpu, found = timed(records, head, 50_000, False, repeats=1)
+    _, compiled_cpu, same = timed(records, head, 50_000)
+    print(f"{'Python loop (before), text symbols':<34} {50_000:>7,} {python_events / python:>12,.0f}"
+          f" {python_events / python_cpu:>12,.0f} {'':>12} {len(found):>8,}"
+          f"  first {python_events:,} ticks")
+    print(f"compiled / Python loop on those ticks (CPU): {python_cpu / compiled_cpu:.1f}x, "
+          f"same matches: {[m.to_dict() for m in found] == [m.to_dict() for m in same]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -251,9 +405,19 @@ def main() -> None:
     parser.add_argument("--baseline-events", type=int, default=50_000)
     parser.add_argument("--merge-events", type=int, default=200_000)
     parser.add_argument("--any-events", type=int, default=40_000)
+    parser.add_argument("--skewed-events", type=int, default=20_000)
     parser.add_argument("--any-window", type=int, default=6,
                         help="W for skip till any match, whose runs grow as 2^W (Cor. 4.3)")
+    parser.add_argument("--stock-events", type=int, default=1_000_000,
+                        help="ticks of issue 16's stock workload")
+    parser.add_argument("--stock-python-events", type=int, default=200_000,
+                        help="the prefix of the ticks the Python loop runs")
+    parser.add_argument("--only-stock", action="store_true",
+                        help="run only issue 16's stock query")
     args = parser.parse_args()
+    stock_consume(args.stock_events, args.stock_python_events)
+    if args.only_stock:
+        return
 
     stream = stock_stream(args.events, args.seed, args.p_up)
     window = 2 * args.window  # two symbols, one event per second: W = T * p
@@ -308,6 +472,7 @@ def main() -> None:
 
     for last in (5, 2):
         any_match(stream.slice(0, args.any_events), (500, 2000, 5000), last)
+    skewed_types(args.skewed_events, args.seed)
 
 
 def peak_rss_mib() -> float:

@@ -24,16 +24,18 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import IO
 
 import numpy as np
 
+from situflow import jit
+from situflow.devices.discovery import DeviceUnavailable
 from situflow.errors import EXIT_INPUT, EXIT_QUERY, InputError, QueryError
 from situflow.event_types import carried, conform
 from situflow.events import EventBatch
 from situflow.io.jsonl import Block, Fields, read_blocks
+from situflow.io.pandas_probe import skip_pandas_probe
 from situflow.lang.attributes import AttributeTypes
 from situflow.languages import compile_query
 from situflow.operator import CompiledQuery, QueryOptions, Result
@@ -41,13 +43,23 @@ from situflow.timeline import timeline_for
 from situflow.timeline.option import add_timeline_option, timeline_checked, write_timeline
 
 DEVICES = ("cpu", "opencl", "auto")
+#: Inputs smaller than this (about 2,000 events of 60 bytes) run the numba kernels as Python:
+#: importing numba and loading its cached kernels costs more CPU (0.3-0.5 s) than interpreting
+#: them over so few events (2 µs per event for TPStream derivation, up to 0.4 ms for an NFA^b
+#: with many live runs).
+INTERPRET_BELOW = 128 << 10
+#: The languages whose operators always run numba kernels (SASE+ runs them for some queries):
+#: for these, numba loads while the first block is parsed.
+KERNEL_LANGUAGES = ("tpstream", "cogra")
 KAFKA_COMMANDS = ("query", "topics", "serve", "status")
+#: The commands no plug-in adds to or changes (the Kafka one changes ``demo``).
+PLUGIN_FREE = ("run", "check", "explain", "devices")
 #: Entry point group of the packages that add commands: ``register(subparsers)`` each.
 COMMAND_PLUGINS = "situflow.commands"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
     try:
         return int(args.command(args))
     except BrokenPipeError:
@@ -55,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="situflow", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 
@@ -97,13 +109,23 @@ def _parser() -> argparse.ArgumentParser:
 
     devices = sub.add_parser("devices", help="list the OpenCL devices and which one --device uses")
     devices.set_defaults(command=_devices)
-    _add_kafka_commands(sub)
+    if _may_need_plugins(argv):
+        _add_kafka_commands(sub)
     return parser
+
+
+def _may_need_plugins(argv: list[str]) -> bool:
+    """Whether ``argv`` may run or list (``--help``) a command of a plug-in: loading them
+    imports the Kafka and Spark layers, a quarter of a second ``situflow run`` does not need."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    return command not in PLUGIN_FREE
 
 
 def _add_kafka_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The commands of installed plug-ins (entry point group :data:`COMMAND_PLUGINS`): the Kafka
     commands of ``workers/cli.py``, which the core does not import (no Kafka in it)."""
+    from importlib.metadata import entry_points
+
     for plugin in entry_points(group=COMMAND_PLUGINS):
         plugin.load()(sub)
     for name in KAFKA_COMMANDS:
@@ -137,13 +159,21 @@ def _compile(args: argparse.Namespace) -> tuple[CompiledQuery | None, int]:
     except UnicodeDecodeError as e:
         print(f"situflow: {args.query}: not UTF-8 text (byte {e.start})", file=sys.stderr)
         return None, EXIT_QUERY
+    device = getattr(args, "device", "cpu")
+    if device not in DEVICES:  # SITUFLOW_DEVICE is the default, which argparse does not check
+        print(f"situflow: SITUFLOW_DEVICE must be one of {', '.join(DEVICES)}, not {device!r}",
+              file=sys.stderr)
+        return None, EXIT_INPUT
     options = QueryOptions(name=args.name or args.query.stem, time_unit=args.time_unit,
-                           type_field=args.type_field)
+                           type_field=args.type_field, device=device)
     try:
         return compile_query(text, options), 0
     except QueryError as e:
         print(e.render(str(args.query), text), file=sys.stderr)
         return None, EXIT_QUERY
+    except DeviceUnavailable as e:
+        print(f"situflow: --device opencl: {e}", file=sys.stderr)
+        return None, EXIT_INPUT
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -194,15 +224,24 @@ def _run(args: argparse.Namespace) -> int:
     compiled, code = _compile(args)
     if compiled is None:
         return code
-    if args.device == "opencl":
-        print("situflow: the OpenCL backend is not available yet; running on the CPU",
-              file=sys.stderr)
     fields = Fields(args.time_field, args.type_field, "id", args.time_unit)
     try:
         total = args.input.stat().st_size
     except OSError as e:
         print(f"situflow: cannot read {args.input}: {e.strerror}", file=sys.stderr)
         return EXIT_INPUT
+    skip_pandas_probe()
+    small = total < INTERPRET_BELOW
+    if not small and compiled.language in KERNEL_LANGUAGES:
+        jit.compile_in_background()
+    with jit.interpreted(small):
+        return _evaluate(args, compiled, fields, total)
+
+
+def _evaluate(args: argparse.Namespace, compiled: CompiledQuery, fields: Fields,
+              total: int) -> int:
+    """``situflow run`` once the query compiled and the input is there: the results, the
+    rejections and the timeline."""
     show = sys.stderr.isatty() if args.progress is None else args.progress
     progress = Progress(total, "bytes") if show else None
     out: IO[str] = open(args.output, "w") if args.output else sys.stdout  # noqa: SIM115

@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from situflow.codecs.arrow_events import BUILD_ERRORS, array_of, is_json_text, values_of
 from situflow.codecs.event_time import json_kind
@@ -121,7 +120,11 @@ def _key_column(name: str, column: np.ndarray, reasons: dict[int, str]) -> np.nd
         return column
     if column.dtype.kind != "O":
         return column
-    for i, value in enumerate(column.tolist()):
+    values = column.tolist()
+    # Text and missing keys are fine: the common column, decided without a Python loop.
+    if set(map(type, values)) <= {str, type(None)}:
+        return column
+    for i, value in enumerate(values):
         problem = key_problem(name, value)
         if problem is not None:
             reasons.setdefault(i, problem)
@@ -148,6 +151,9 @@ def arrow_key_problem(name: str, batch: pa.RecordBatch) -> str | None:
     column = batch.column(name)
     kind = field.type
     if pa.types.is_floating(kind) or pa.types.is_unsigned_integer(kind):
+        # Imported here: pyarrow.compute costs 30 ms of start-up, which `situflow run` spares.
+        import pyarrow.compute as pc
+
         limit = 2.0**63 if pa.types.is_floating(kind) else 2**63
         beyond = pc.greater_equal(pc.abs(column) if pa.types.is_floating(kind) else column,
                                   pa.scalar(limit, kind))

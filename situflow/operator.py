@@ -41,6 +41,9 @@ class QueryOptions:
     time_unit: float = 1.0
     # Field that names an event's type (SASE+/COGRA patterns); hidden from predicates.
     type_field: str = "type"
+    # Where event-local predicates are evaluated: "cpu", "opencl" or "auto" (SITUFLOW_DEVICE;
+    # situflow.devices.vector). Results are identical on every device.
+    device: str = "cpu"
 
 
 class Operator(Protocol):

@@ -332,7 +332,9 @@ class ServiceSettings(_Settings):
     log_level: str = Field("warn", description=(
         "log level of a service (situflow serve, and the services situflow up starts)"))
     device: Literal["cpu", "opencl", "auto"] = Field("cpu", description=(
-        "kernel backend of situflow run (results are identical on every device)"))
+        "where queries evaluate their event-local predicates, in situflow run and the services: "
+        "cpu, opencl (fails without an OpenCL device) or auto (a GPU when present; results are "
+        "identical on every device)"))
     # Test hooks: only the integration tests set these
     test_fail_query: str | None = Field(None, description=(
         "tests only: the named query raises on every message"))

@@ -122,7 +122,8 @@ class EvaluatingService:
         self.config = config
         self.stream = stream = config.stream
         check_stream(config)
-        self.queries = queries = ServiceQueries(service, frozenset(languages), stream, prepare)
+        self.queries = queries = ServiceQueries(service, frozenset(languages), stream, prepare,
+                                                config.settings.device)
         self.layout = OrderedLayout(stream.time_field, stream.key_fields, SEQ_FIELD,
                                     stream.time_unit)
         settings = config.settings

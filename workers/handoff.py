@@ -24,7 +24,7 @@ before ``t`` and publishes exactly those windows. A TPStream query (keyed stream
 registered with the hand-off flag (:attr:`topics.registry.QueryRecord.handoff`): the deriver
 begins each key ``k`` at ``b_k``, its first quiet event (no definition holds) at or after ``X``,
 so online gives exactly the matches whose situations all begin at or after ``b_k``; the
-backfill takes the deriver's latest ``X`` (the matcher's are offsets of the situations topic),
+backfill takes the deriver's latest ``X`` (the matcher records starts of SASE+ queries only),
 finds each ``b_k`` in the archive, waits per key for a quiet event more than the window after
 ``b_k`` and publishes the matches whose earliest situation begins before ``b_k``. Together:
 every result once after de-duplication by id. It lives here, not in ``batch/``,
@@ -148,8 +148,9 @@ async def publish(kafka: KafkaSettings, compiled: CompiledQuery, results: Iterab
 
 
 def check_handoff(compiled: CompiledQuery, stream: StreamSpec) -> float:
-    """The query's window in ticks (a COGRA query's window size), if the hand-off rule holds
-    for it over ``stream``; else ``BackfillError`` saying why (batch/README.md, "Backfill")."""
+    """The query's window in ticks (a COGRA query's window size; for TPStream how far apart a
+    match's situations may start), if the hand-off rule holds for it over ``stream``; else
+    ``BackfillError`` saying why (batch/README.md, "Backfill")."""
     plan = getattr(compiled, "plan", None)
     if compiled.language == "cogra" and plan is not None:
         return float(plan.size)
@@ -159,7 +160,7 @@ def check_handoff(compiled: CompiledQuery, stream: StreamSpec) -> float:
                 "--backfill-from hands off TPStream queries over keyed streams only: over an "
                 "unpartitioned stream the deriver cannot begin each key at a quiet event; "
                 "submit it, then run `situflow backfill` up to where it started")
-        return float(compiled.window)
+        return float(compiled.starts_within)
     automaton = getattr(compiled, "automaton", None)
     if compiled.language != "sase" or automaton is None:
         raise BackfillError(f"--backfill-from cannot hand off a {compiled.language} query")
@@ -277,8 +278,7 @@ def wait_for_starts(kafka: KafkaSettings, record: QueryRecord, partitions: int,
                     deriver: bool = False) -> dict[int, int]:
     """Per partition of ``<stream>.ordered``, where the services began the query: the
     earliest offset, with ``times`` the latest time their operator began at, with ``deriver``
-    the latest offset the deriver began at (the matcher's are offsets of the situations
-    topic)."""
+    the latest offset the deriver began at (batch/README.md, "The TPStream hand-off", 3)."""
     while True:
         if times:
             read = read_start_times(kafka, record.name, record.query_id, topic=registry)

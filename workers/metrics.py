@@ -19,8 +19,9 @@ from typing import Any, cast
 import faust
 from faust.web import Request, Response, View
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from situflow.devices.counters import COUNTERS
 from situflow.operator import Operator
 from situflow.settings import EXACTLY_ONCE
 from workers.app import owned_partitions
@@ -112,6 +113,7 @@ class ServiceMetrics:
                                       "under way has taken (0: none under way)", ["service"],
                                       registry=reg).labels(service)
         self.recovery_seconds.set_function(self._recovery_seconds)
+        reg.register(DeviceStats(service))
         #: The last offset applied of an input partition (set by :meth:`follow`).
         self.applied: Callable[[str, int], int] | None = None
         self.crashes: CrashRecord | None = None
@@ -239,6 +241,34 @@ class ServiceMetrics:
                 "crash_looping": crash_looping,
                 "recent_crashes": 0 if self.crashes is None else self.crashes.recent(),
                 **self.health_details()}
+
+
+#: The device layer's counters (:mod:`situflow.devices.counters`) as ``situflow_device_<name>``.
+DEVICE_COUNTERS = {
+    "kernel_seconds": "Seconds from kernel launch to completion on the configured device",
+    "kernels": "Kernels run on the configured device",
+    "batches": "Batches evaluated on the device (batch_events / batches: the mean batch size)",
+    "batch_events": "Events in the batches evaluated on the device",
+    "bytes_to_device": "Bytes copied to the device (zero-copy buffers count nothing)",
+    "bytes_from_device": "Bytes copied from the device (zero-copy buffers count nothing)",
+    "cpu_fallbacks": "Evaluations that ran on the CPU although a device is configured "
+                     "(expressions or column types the device does not take)",
+}
+
+
+class DeviceStats:
+    """A collector of the device counters of this process (all zero on ``SITUFLOW_DEVICE=cpu``),
+    read when scraped: ``situflow_device_<counter>_total{service}``."""
+
+    def __init__(self, service: str) -> None:
+        self.service = service
+
+    def collect(self) -> Iterator[Metric]:
+        values = COUNTERS.snapshot()
+        for name, text in DEVICE_COUNTERS.items():
+            family = CounterMetricFamily(f"situflow_device_{name}", text, labels=["service"])
+            family.add_metric([self.service], values[name])
+            yield family
 
 
 class QueryStats:

@@ -44,10 +44,11 @@ class ServiceQueries(QuerySet):
     """
 
     def __init__(self, service: str, languages: frozenset[str], stream: StreamSpec,
-                 prepare: Callable[[CompiledQuery], CompiledQuery] = lambda query: query):
+                 prepare: Callable[[CompiledQuery], CompiledQuery] = lambda query: query,
+                 device: str = "cpu"):
         super().__init__(service, languages, time_field=stream.time_field,
                          time_unit=stream.time_unit, prepare=prepare,
-                         stream_check=partial(check_query, stream=stream))
+                         stream_check=partial(check_query, stream=stream), device=device)
         self.stream = stream
         self.known = asyncio.Event()
         self.registry: RegistryWatcher | None = None  # while following the registry

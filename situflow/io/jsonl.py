@@ -19,7 +19,6 @@ from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from situflow.codecs.arrow_events import BUILD_ERRORS, array_of, has_struct
@@ -162,8 +161,9 @@ def _read_right(table: pa.Table) -> bool:
             except pa.ArrowInvalid:
                 return False
         if pa.types.is_floating(column.type):
-            values = pc.abs(table.column(column.name))
-            if pc.any(pc.greater_equal(values, _BEYOND_INT64)).as_py():
+            # Missing values read as NaN, which no comparison holds for, as pyarrow skips them.
+            values = np.abs(table.column(column.name).to_numpy())
+            if (values >= _BEYOND_INT64).any():
                 return False
     return True
 
@@ -178,8 +178,10 @@ def _table_block(table: pa.Table, seq: np.ndarray, source: str, fields: Fields,
         keep = np.ones(len(ticks), bool)
         keep[list(bad)] = False
         table, ticks, seq = table.filter(pa.array(keep)), ticks[keep], seq[keep]
-    index = table.schema.get_field_index(fields.time)
-    table = table.set_column(index, fields.time, pa.array(ticks, pa.int64()))
+    if table.schema.field(fields.time).type != pa.int64() or bad:
+        # Integer ticks without a rejected line are the column as read (the usual file).
+        index = table.schema.get_field_index(fields.time)
+        table = table.set_column(index, fields.time, pa.array(ticks, pa.int64()))
     batch = EventBatch.from_arrow(table, time_field=fields.time, type_field=fields.type,
                                   id_field=fields.id, seq=seq)
     return Block(batch, errors, size)

@@ -127,9 +127,13 @@ def compile_scalar(expr: ast.Node, resolve: Resolver) -> Callable[[Any], Any]:
 
 
 def _present(x: Any) -> Any:
-    """False where ``x`` is NaN (a missing number)."""
+    """False where ``x`` is missing: NaN, or None in an object column (missing texts)."""
     x = np.asarray(x)
-    return ~np.isnan(x) if x.dtype.kind == "f" else True
+    if x.dtype.kind == "f":
+        return ~np.isnan(x)
+    if x.dtype.kind == "O":
+        return (x != None) & (x == x)  # noqa: E711 - elementwise; NaN != NaN
+    return True
 
 
 def _compare(op: Callable[[Any, Any], Any], a: Any, b: Any) -> bool:

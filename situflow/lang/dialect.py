@@ -4,7 +4,8 @@ A dialect carries its first keyword (the CLI contract: ``FROM`` is TPStream, ``P
 SASE+, ``RETURN`` is COGRA), its parser, its validation pass and its canonical printer. The
 three are declared here rather than at the bottom of each ``lang/<language>.py`` because each
 validation module imports its language module; the engines' half of a language (its compiler
-and operators) is bundled above the engines, in :mod:`situflow.languages`.
+and operators) is bundled above the engines, in :mod:`situflow.languages`. A dialect names its
+modules and imports them at first use: a query needs one language, and each costs start-up.
 
 >>> dialect_of("return count(*) pattern A+ semantics contiguous within 5").name
 'cogra'
@@ -12,13 +13,13 @@ and operators) is bundled above the engines, in :mod:`situflow.languages`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from situflow.errors import ParseError
-from situflow.lang import cogra, sase, tpstream, validate_cogra, validate_sase, validate_tpstream
 from situflow.lang.tokens import T, tokenize
 
 
@@ -30,12 +31,28 @@ class Dialect:
     title: str
     # The keyword every query of the language starts with.
     first_keyword: str
-    # Query text to its tree; raises a located ParseError or TokenError.
-    parse: Callable[[str], Any]
-    # (tree, type_field, time_unit) -> None; raises a located ValidationError.
-    validate: Callable[[Any, str, float], None]
-    # Tree to canonical text: the same query in other whitespace or case prints alike.
-    print: Callable[[Any], str]
+    # The language module (its ``parse``) and its validation module (its ``validate``).
+    module: str
+    validation: str
+    # Whether ``validate`` takes the stream's time unit (durations in the query need it).
+    timed: bool = True
+
+    def parse(self, text: str) -> Any:
+        """Query text to its tree; raises a located ParseError or TokenError."""
+        return importlib.import_module(self.module).parse(text)
+
+    def validate(self, tree: Any, type_field: str = "type", time_unit: float = 1.0) -> None:
+        """Raises a located ValidationError unless ``tree`` follows the language's rules."""
+        validate = importlib.import_module(self.validation).validate
+        if self.timed:
+            validate(tree, type_field, time_unit)
+        else:
+            validate(tree, type_field)
+
+    def print(self, tree: Any) -> str:
+        """Tree to canonical text: the same query in other whitespace or case prints alike."""
+        text: str = tree.to_text()
+        return text
 
     def check(self, text: str, type_field: str = "type", time_unit: float = 1.0) -> Any:
         """The tree of ``text`` once it has passed validation."""
@@ -44,19 +61,12 @@ class Dialect:
         return tree
 
 
-TPSTREAM = Dialect(
-    name="tpstream", title="TPStream", first_keyword="FROM", parse=tpstream.parse,
-    validate=validate_tpstream.validate, print=tpstream.Query.to_text,
-)
-SASE = Dialect(
-    name="sase", title="SASE+", first_keyword="PATTERN", parse=sase.parse,
-    validate=lambda tree, type_field, time_unit: validate_sase.validate(tree, type_field),
-    print=sase.SaseQuery.to_text,
-)
-COGRA = Dialect(
-    name="cogra", title="COGRA", first_keyword="RETURN", parse=cogra.parse,
-    validate=validate_cogra.validate, print=cogra.CograQuery.to_text,
-)
+TPSTREAM = Dialect("tpstream", "TPStream", "FROM", "situflow.lang.tpstream",
+                   "situflow.lang.validate_tpstream")
+SASE = Dialect("sase", "SASE+", "PATTERN", "situflow.lang.sase", "situflow.lang.validate_sase",
+               timed=False)
+COGRA = Dialect("cogra", "COGRA", "RETURN", "situflow.lang.cogra",
+                "situflow.lang.validate_cogra")
 
 DIALECTS: Mapping[str, Dialect] = MappingProxyType(
     {d.first_keyword: d for d in (TPSTREAM, SASE, COGRA)})

@@ -2,9 +2,13 @@
 
     FROM <stream> [<alias>] [PARTITION BY <attr>, ...]
     DEFINE <name> AS <condition> [AT LEAST <d> | AT MOST <d> | BETWEEN <d> AND <d>], ...
-    PATTERN <name> <rel>;<rel>... <name> AND ...
+    PATTERN <name> <rel>;<rel>... <name> AND ...  |  PATTERN <name>
     WITHIN <duration>
     RETURN <aggregate expression> AS <name>, ...
+
+``PATTERN B`` names a single situation (situflow's addition to the grammar): every situation of
+B is a match, so the most common question needs no twin definition; ``WITHIN`` is optional
+there, as B's duration constraint already bounds it (SEMANTICS.md, "Single-situation patterns").
 
 Both surface forms of alternatives parse: the thesis' ``A meets;overlaps B`` (Listing 5.1) and
 the paper's ``A meets B; A overlaps B`` (Listing 1), where an alternative may name the pair in
@@ -93,14 +97,25 @@ class Constraint(ast.Node):
 
 
 @dataclass(frozen=True)
+class Single(ast.Node):
+    """``PATTERN B``: a pattern of one situation, each situation of B a match."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class Query(ast.Node):
+    """A TPStream query; its pattern is either ``constraints`` or, for ``PATTERN B``, ``single``
+    (then ``constraints`` is empty and ``within`` may be None)."""
+
     stream: str
     alias: str | None
     partition_by: tuple[ast.Ref, ...]
     definitions: tuple[Definition, ...]
     constraints: tuple[Constraint, ...]
-    within: ast.Duration
+    within: ast.Duration | None
     outputs: tuple[ReturnItem, ...]
+    single: Single | None = None
 
     def to_text(self) -> str:
         """Canonical text: one clause per line, keywords upper case."""
@@ -108,11 +123,13 @@ class Query(ast.Node):
                                                    else "")
         if self.partition_by:
             head += " PARTITION BY " + ", ".join(expr_text(r) for r in self.partition_by)
+        pattern = (name_text(self.single.name) if self.single is not None
+                   else "\n    AND ".join(c.to_text() for c in self.constraints))
         return "\n".join([
             head,
             "DEFINE " + ",\n       ".join(d.to_text() for d in self.definitions),
-            "PATTERN " + "\n    AND ".join(c.to_text() for c in self.constraints),
-            f"WITHIN {expr_text(self.within)}",
+            "PATTERN " + pattern,
+            *([f"WITHIN {expr_text(self.within)}"] if self.within is not None else []),
             "RETURN " + ",\n       ".join(o.to_text() for o in self.outputs),
         ])
 
@@ -137,12 +154,14 @@ class TPStreamParser(Parser):
         if self.match_kw("PARTITION"):
             partition_by = self._parse_partition_by(self._parse_attribute)
         definitions = self._parse_define()
-        constraints = self._parse_pattern()
-        within = self._parse_within()
+        pattern = self._parse_pattern()
+        single = pattern if isinstance(pattern, Single) else None
+        constraints = () if isinstance(pattern, Single) else pattern
+        within = self._parse_within(optional=single is not None)
         outputs = self._parse_return()
         self.expect_end()
         return self.node(Query, first, stream, alias, partition_by, definitions, constraints,
-                         within, outputs)
+                         within, outputs, single)
 
     def _parse_attribute(self) -> ast.Ref:
         ref = self._parse_reference()
@@ -174,12 +193,25 @@ class TPStreamParser(Parser):
             self.raise_error("expected AT LEAST or AT MOST", self.peek())
         return None
 
-    def _parse_pattern(self) -> tuple[Constraint, ...]:
+    def _parse_pattern(self) -> tuple[Constraint, ...] | Single:
         self.expect_kw("PATTERN")
+        if self._at_single():
+            first = self.advance()
+            if self.at_kw("AND"):
+                self.raise_error(f"PATTERN {first.text} is one situation and takes no AND; a "
+                                 "pattern of several situations is a list of constraints, "
+                                 f"as in {first.text} before X AND X meets Y")
+            return self.node(Single, first, first.text)
         constraints = [self._parse_constraint()]
         while self.match_kw("AND"):
             constraints.append(self._parse_constraint())
         return tuple(constraints)
+
+    def _at_single(self) -> bool:
+        """Whether the pattern is one situation name: no relation follows it."""
+        after = self.peek()
+        return self.at(T.IDENT) and (after.type is T.EOF or (
+            after.type is T.IDENT and after.upper in ("WITHIN", "RETURN", "AND")))
 
     def _parse_constraint(self) -> Constraint:
         first = self.curr
@@ -218,9 +250,16 @@ class TPStreamParser(Parser):
             self.expect_kw("BY")
         return name
 
-    def _parse_within(self) -> ast.Duration:
-        self.expect_kw("WITHIN")
-        return self.parse_duration()
+    def _parse_within(self, optional: bool) -> ast.Duration | None:
+        """``WITHIN d``; ``optional`` for a single situation, which its duration constraint
+        bounds."""
+        if self.match_kw("WITHIN"):
+            return self.parse_duration()
+        if not optional:
+            self.raise_error(f"expected WITHIN, found {self.curr.describe()}: a PATTERN that "
+                             "relates situations needs a window (only PATTERN B, a single "
+                             "situation, may leave it out)")
+        return None
 
     def _parse_return(self) -> tuple[ReturnItem, ...]:
         self.expect_kw("RETURN")

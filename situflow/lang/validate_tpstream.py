@@ -2,7 +2,8 @@
 
 It checks names, types and the two restrictions of the language: conditions see single events
 (no aggregates, no other situations), and every situation takes part in the pattern, which must
-be connected (plans never compute a cross product, thesis §5.5.4). The compiler in
+be connected (plans never compute a cross product, thesis §5.5.4); ``PATTERN B`` defines B
+alone, within a WITHIN that B's lower duration bound fits. The compiler in
 :mod:`situflow.tpstream.compiler` trusts a tree that passed, so it has no error paths of its own.
 """
 
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 from situflow.lang import ast
 from situflow.lang.allen import INVERSE, RELATIONS
-from situflow.lang.tpstream import AGGREGATES, Constraint, Definition, Query
+from situflow.lang.printer import expr_text
+from situflow.lang.tpstream import AGGREGATES, Constraint, Definition, Query, Single
 from situflow.lang.validate import Type, check_condition, error, infer
 
 
@@ -33,8 +35,11 @@ class _Validator:
         self._check_unique_definitions()
         for d in q.definitions:
             self._check_definition(d)
-        self._check_pattern()
-        if q.within.seconds / self.time_unit < 0:
+        if q.single is not None:
+            self._check_single(q.single)
+        else:
+            self._check_pattern()
+        if q.within is not None and q.within.seconds / self.time_unit < 0:
             raise error(q.within, "WITHIN needs a positive duration")
         self._check_unique_outputs()
         for o in q.outputs:
@@ -94,6 +99,22 @@ class _Validator:
             allowed[i, j] = relations
             allowed[j, i] = frozenset(INVERSE[r] for r in relations)
         self._check_connected(set(allowed))
+
+    def _check_single(self, single: Single) -> None:
+        if single.name not in self.names:
+            raise error(single, f"unknown situation '{single.name}' in PATTERN; defined are "
+                                f"{', '.join(self.names)}")
+        for d in self.query.definitions:
+            if d.name != single.name:
+                raise error(d, f"situation {d.name} takes no part in PATTERN {single.name}; "
+                               f"define {single.name} alone, or relate the two in PATTERN")
+        (d,) = self.query.definitions
+        within = self.query.within
+        low = d.duration.low if d.duration is not None else None
+        if within is not None and low is not None and low.seconds > within.seconds:
+            raise error(within, f"situation {d.name} lasts at least {expr_text(low)}, longer "
+                                f"than WITHIN {expr_text(within)}: PATTERN {d.name} can never "
+                                "match")
 
     def _check_constraint(self, c: Constraint) -> None:
         for alt in c.alternatives:

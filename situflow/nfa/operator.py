@@ -23,11 +23,11 @@ Results do not depend on batch boundaries: everything above happens per event, a
 batch ends removes only what can no longer match.
 
 Queries the compiled loop covers (:mod:`situflow.nfa.kernel.loop`: partition contiguity or skip
-till next match, no negation or ``CONSUME``, conjuncts on numbers) run steps 1-3 in numba, one
-run per member (step 4 is left out: it saves Python work, not kernel work), on state that stays
-in arrays from batch to batch (:class:`~situflow.nfa.kernel.kernel_state.KernelState`); their
-matches leave in the compressed form of §4.2
-(:class:`~situflow.nfa.kernel.compressed.MatchBatch`). The Python loop below is the reference
+till next match, no negation, conjuncts on numbers or equality of texts) run steps 1-3, with
+``CONSUME``, in numba, one run per member (step 4 is left out: it saves Python work, not kernel
+work), on state that stays in arrays from batch to batch
+(:class:`~situflow.nfa.kernel.kernel_state.KernelState`); their matches leave in the compressed
+form of §4.2 (:class:`~situflow.nfa.kernel.compressed.MatchBatch`). The Python loop below is the reference
 the compiled one is tested against, and takes every other query and batch; the state moves
 between the two when a batch changes loop, and a snapshot converts it without moving it.
 """
@@ -49,6 +49,7 @@ from situflow.nfa.compiler.values import SlotKind
 from situflow.nfa.kernel import kernel_state, loop
 from situflow.nfa.kernel.compressed import MatchBatch
 from situflow.nfa.kernel.kernel_state import KernelState
+from situflow.nfa.kernel.texts import Texts
 from situflow.nfa.matches import MatchEnv, json_value
 from situflow.nfa.prepass import MISSING, Prepared, live_events, masks, partition_codes, prepare
 from situflow.nfa.runs import Member, Run, merge_equivalent
@@ -139,6 +140,8 @@ class NfaOperator:
         self._steps = state_steps(automaton)
         # The compiled loop where the query allows it (``compiled=False``: the Python loop).
         self._tables = loop.Tables.build(automaton) if compiled else None
+        # Codes of the texts the compiled loop has seen, stable for the operator's life.
+        self._texts = Texts(self._tables.texts if self._tables is not None else ())
         self._int_slots = [i for i, slot in enumerate(automaton.values.slots)
                            if slot.kind in (SlotKind.LEN, SlotKind.COUNT)]
 
@@ -156,7 +159,7 @@ class NfaOperator:
         n = len(batch)
         if n == 0:
             return []
-        out = self._compiled(self._tables, batch) if self._tables is not None else None
+        out = self._fast(batch)
         if out is None:
             self._leave_kernel()
             out = self._loop(self._prepare(batch))
@@ -164,6 +167,10 @@ class NfaOperator:
         self.last_ts = int(batch.ts[-1])
         self._prune()
         return out
+
+    def _fast(self, batch: EventBatch) -> MatchBatch | list[Match] | None:
+        """``batch`` through a compiled path, or None: the Python loop takes it."""
+        return self._compiled(self._tables, batch) if self._tables is not None else None
 
     def _prepare(self, batch: EventBatch) -> Prepared:
         """The per-event facts of the events of ``batch`` the Python loop must visit."""
@@ -243,17 +250,26 @@ class NfaOperator:
 
     def _compiled(self, tables: loop.Tables, batch: EventBatch) -> MatchBatch | list[Match] | None:
         """``batch`` through :func:`situflow.nfa.kernel.loop.advance_runs`; None if an attribute
-        or a V value is not a number (the Python loop takes the batch then)."""
+        or a V value is neither a number nor a text the programs only compare for equality (the
+        Python loop takes the batch then)."""
         a = self.automaton
-        found = kernel_state.columns([batch.column(x) for x in a.attributes], len(batch))
+        found = kernel_state.columns([batch.column(x) for x in a.attributes], len(batch),
+                                     self._texts)
         if found is None:
             return None
         rows, kinds = found
         state = self._state
+        if state is not None and not state.fits(rows, kinds):
+            # Texts where the state holds numbers or the other way round: V keeps no kinds,
+            # so the state moves to Python objects and back with the batch's kinds.
+            self._leave_kernel()
+            state = None
         if state is None:
-            state = KernelState.load(tables, len(a.attributes),
-                                     [(p.key, p.runs)
-                                      for p in self._partitions.values()])
+            text = kinds == kernel_state.TEXT
+            if not tables.accepts(text):
+                return None
+            state = KernelState.load(tables, self._texts, text,
+                                     [(p.key, p.runs) for p in self._partitions.values()])
             if state is None:
                 return None
             self._state = state
@@ -276,7 +292,7 @@ class NfaOperator:
         while True:
             i = loop.advance_runs(
                 i, visit, slot, batch.ts, batch.seq, rows, kinds, begin_mask, take_mask,
-                relevant, opens, a.window, contiguous, tables.states, tables.components,
+                relevant, opens, a.window, contiguous, tables.consume, tables.states, tables.components,
                 tables.tests, tables.guards, tables.code, tables.constants, tables.slots,
                 tables.initial, state.head, state.count, state.runs, state.starts, state.values,
                 state.free, state.nodes,

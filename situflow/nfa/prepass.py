@@ -18,6 +18,7 @@ import numpy as np
 
 from situflow.events import EventBatch
 from situflow.nfa.compiler.automaton import Automaton
+from situflow.nfa.kernel.texts import factorize_objects
 
 # The key of an event that lacks a partition attribute: it belongs to no partition (its
 # equivalence tests are false), but still breaks strict contiguity.
@@ -171,9 +172,16 @@ def partition_codes(a: Automaton, batch: EventBatch, carried: dict[Any, int]
     index: dict[Any, int] = {MISSING: -1}
     for key in carried:
         index[key] = len(index) - 1
-    keys = partition_keys(a, batch, len(batch))
-    codes = np.fromiter((index.setdefault(k, len(index) - 1) for k in keys), dtype=np.int64,
-                        count=len(batch))
+    if column is not None and column.dtype.kind == "O":
+        # Texts (symbols, ids): the distinct objects first, then each one's key once.
+        objects, inverse = factorize_objects(column)
+        found = np.fromiter((index.setdefault(_key(x), len(index) - 1) for x in objects),
+                            dtype=np.int64, count=len(objects))
+        codes = found[inverse]
+    else:
+        keys = partition_keys(a, batch, len(batch))
+        codes = np.fromiter((index.setdefault(k, len(index) - 1) for k in keys),
+                            dtype=np.int64, count=len(batch))
     del index[MISSING]
     if not carried:
         return codes, list(index), None
@@ -225,6 +233,11 @@ def edge_masks(a: Automaton, batch: EventBatch
     return begin, take, negative
 
 
+def _key(x: Any) -> Any:
+    """The partition key of a value of an object column."""
+    return MISSING if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
 def partition_keys(a: Automaton, batch: EventBatch, n: int) -> list[Any]:
     """Each event's partition key (``None`` unpartitioned, :data:`MISSING` without one)."""
     attrs = a.partition_attributes
@@ -237,8 +250,7 @@ def partition_keys(a: Automaton, batch: EventBatch, n: int) -> list[Any]:
             for j in np.flatnonzero(np.isnan(column)).tolist():
                 single[j] = MISSING
         elif column.dtype.kind == "O":
-            single = [MISSING if k is None or (isinstance(k, float) and math.isnan(k)) else k
-                      for k in single]
+            single = [_key(k) for k in single]
         return single
     columns = [batch.column(x).tolist() for x in attrs]
     keys: list[Any] = []

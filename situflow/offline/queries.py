@@ -22,7 +22,9 @@ single-attribute conditions of :func:`situflow.offline.predicates.necessary_cond
   whatever their durations, and widening to quiet events (:func:`~situflow.offline.replay.widen`)
   gives each situation its true start and end, so ``AT LEAST``/``AT MOST``/``BETWEEN`` are
   decided on the true duration (a deferred match is emitted at the situation's end, at or
-  before the quiet event that closes every situation).
+  before the quiet event that closes every situation). A match of ``PATTERN B`` is one
+  situation, which starts at a hit of B, so its pattern's window is 0
+  (:attr:`~situflow.tpstream.query.TPStreamQuery.starts_within`) whatever its WITHIN.
 - **COGRA** (windows): the operator reports a window and group, with zero counts, as soon as
   one event of *any* type of the pattern falls in it (even a ``B`` of ``SEQ(A+, B)`` with no
   ``A`` before it, or an event of an optional ``B*``), so the types every trend contains are
@@ -165,7 +167,7 @@ def _tpstream(compiled: Any, settings: StreamFields) -> OfflineQuery:
             symbols.append(Symbol("true", kleene=True))
         symbols.append(Symbol(definition.name, conditions=_merged(
             necessary_conditions(definition.condition, attribute_of))))
-    offline = _result(compiled, settings, symbols, compiled.window, compiled.partition_by,
+    offline = _result(compiled, settings, symbols, compiled.starts_within, compiled.partition_by,
                       _used(compiled), "situations", order_free=True)
     return replace(offline, quiet=partial(quiet_mask, compiled))
 

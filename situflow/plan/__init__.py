@@ -20,8 +20,9 @@ or :class:`AdaptiveEvaluator`, which measures the statistics itself and re-plans
 without changing the result set. Modules: :mod:`~situflow.plan.pattern` (model),
 :mod:`~situflow.plan.stats`, :mod:`~situflow.plan.cost` (§3, §5 formulas), one module per
 generator (:data:`GENERATORS`), :mod:`~situflow.plan.order_eval` and
-:mod:`~situflow.plan.tree_eval` (the two mechanisms, skip-till-any-match). §4's SEQ→AND rewrite
-and nested patterns, which no language reaches, are test references in ``tests/plan/``.
+:mod:`~situflow.plan.tree_eval` (the two mechanisms, skip-till-any-match),
+:mod:`~situflow.plan.choice` (whether a plan can beat NFA^b, which the SASE+ default asks).
+§4's SEQ→AND rewrite and nested patterns, which no language reaches, are test references in ``tests/plan/``.
 """
 
 from situflow.plan.adaptive import AdaptiveEvaluator, evaluator_for

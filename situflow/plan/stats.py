@@ -13,7 +13,9 @@ on the fly and the plan adapted (their adaptive paper [28]). This module measure
   ``sample`` events of the other variable's type (filters: against itself); passes and
   trials decay exponentially (factor ``decay`` per trial) so that old behaviour fades. The
   stride keeps the measuring cheaper than the evaluation it steers. A condition never tried
-  keeps its declared prior.
+  keeps its declared prior, and the prior counts as one trial more: a rare condition that
+  has not passed yet is estimated small, never 0, which would make every plan that tests it
+  early look free.
 * **drift**: :func:`drifted` reports whether any rate or selectivity moved by more than a
   factor ``1 + threshold`` (relative, both directions); the adaptive evaluator re-plans then.
 """
@@ -83,6 +85,8 @@ class StatisticsCollector:
         self._stride = stride
         self._observed = 0
         self._passes: dict[str, float] = {}
+        self._priors = {f.name: f.selectivity for f in pattern.filters}
+        self._priors.update({p.name: p.selectivity for p in pattern.predicates})
         self._trials: dict[str, float] = {}
 
     def observe(self, event: Event) -> None:
@@ -129,5 +133,6 @@ class StatisticsCollector:
             while arrivals and arrivals[0] < start:
                 arrivals.popleft()
             rates[event_type] = len(arrivals) / span
-        selectivities = {k: self._passes[k] / self._trials[k] for k in self._trials}
+        selectivities = {k: (self._passes[k] + self._priors[k]) / (self._trials[k] + 1.0)
+                         for k in self._trials}
         return Statistics(rates, selectivities)

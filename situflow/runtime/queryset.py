@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from situflow.devices.vector import shared_device
 from situflow.errors import SituflowError
 from situflow.lang.attributes import AttributeTypes
 from situflow.operator import CompiledQuery, QueryOptions
@@ -37,7 +38,12 @@ class QuerySet:
     def __init__(self, service: str, languages: frozenset[str], *, time_field: str,
                  time_unit: float = 1.0,
                  stream_check: Callable[[CompiledQuery], None] = _any_query,
-                 prepare: Callable[[CompiledQuery], CompiledQuery] = _as_is) -> None:
+                 prepare: Callable[[CompiledQuery], CompiledQuery] = _as_is,
+                 device: str = "cpu") -> None:
+        # Opened once, at once: a service asked for OpenCL without it stops here, with the
+        # reason, rather than at its first query (DeviceUnavailable).
+        shared_device(device)
+        self.device = device
         self.service = service
         self.languages = languages
         self.time_field = time_field
@@ -52,8 +58,9 @@ class QuerySet:
         self.version = 0
 
     def options(self, name: str) -> QueryOptions:
-        """How the query ``name`` reads this service's stream (its time unit for durations)."""
-        return QueryOptions(name=name, time_unit=self.time_unit)
+        """How the query ``name`` reads this service's stream (its time unit for durations)
+        and where its predicates are evaluated (the ``device`` setting)."""
+        return QueryOptions(name=name, time_unit=self.time_unit, device=self.device)
 
     def check(self, query: CompiledQuery) -> None:
         """Raise ``SituflowError`` unless this service can evaluate ``query``."""

@@ -37,6 +37,9 @@ class SaseCompiledQuery:
     planned: PlannedQuery | None = None
     # Why NFA^b evaluates the query (empty when it is planned).
     unplanned_reason: str = ""
+    # QueryOptions.device: off the CPU, the cooperative matcher of situflow.nfa.cooperative.matcher
+    # takes the queries it covers (planned or not: the results are the same).
+    device: str = "cpu"
 
     def canonical(self) -> str:
         return self.ast.to_text()
@@ -59,6 +62,13 @@ class SaseCompiledQuery:
     def operator(self, merge_runs: bool = True,
                  compiled: bool = True) -> NfaOperator | PlannedOperator:
         """``compiled=False`` keeps NFA^b on its Python loop (:class:`NfaOperator`)."""
+        if self.device != "cpu" and compiled:
+            # Imported here: the CPU path loads neither the device layer nor numba at start.
+            from situflow.nfa.cooperative.operators import cooperative_operator
+
+            found = cooperative_operator(self, self.device)
+            if found is not None:
+                return found
         if self.planned is not None:
             return PlannedOperator(self.automaton, self.planned, self.name, self.query_id)
         return NfaOperator(self.automaton, self.name, self.query_id, merge_runs, compiled)
@@ -66,6 +76,12 @@ class SaseCompiledQuery:
     def restore(self, snapshot: dict[str, Any]) -> NfaOperator | PlannedOperator:
         """The operator ``snapshot`` was taken of; ``StateError`` if another query (or the
         other engine) made it."""
+        if self.device != "cpu":
+            from situflow.nfa.cooperative.operators import cooperative_operator
+
+            found = cooperative_operator(self, self.device, snapshot)
+            if found is not None:
+                return found
         if self.planned is not None:
             return PlannedOperator.restore(self.automaton, self.planned, self.name,
                                            self.query_id, snapshot)
@@ -77,19 +93,21 @@ def compile(text: str, options: QueryOptions | None = None, *,
     """Parse, validate and compile a SASE+ query; errors are located ``QueryError``s.
 
     ``plan`` names the plan generator (:data:`situflow.plan.GENERATORS`) for queries the
-    pattern model expresses, ``None`` forces NFA^b; ``check_every`` is how many events pass
-    between drift tests of the adaptive evaluator.
+    pattern model expresses, or ``AUTO`` (the default: NFA^b unless a measured plan beats it,
+    :class:`~situflow.sase.planned.PlannedOperator`); ``None`` forces NFA^b; ``check_every``
+    is how many events pass between drift tests of the adaptive evaluator.
     """
     options = options or QueryOptions()
     query = sase.parse(text)
     validate(query, options.type_field)
     identity = query_id(query.to_text())
-    automaton = compile_automaton(query, options.time_unit)
+    automaton = compile_automaton(query, options.time_unit, options.device)
     if plan is None:
         return SaseCompiledQuery("sase", options.name, identity, query, automaton,
-                                 unplanned_reason="plans switched off")
+                                 unplanned_reason="plans switched off", device=options.device)
     planned = translate(query, automaton, plan, check_every)
     if isinstance(planned, str):
         return SaseCompiledQuery("sase", options.name, identity, query, automaton,
-                                 unplanned_reason=planned)
-    return SaseCompiledQuery("sase", options.name, identity, query, automaton, planned)
+                                 unplanned_reason=planned, device=options.device)
+    return SaseCompiledQuery("sase", options.name, identity, query, automaton, planned,
+                             device=options.device)

@@ -13,8 +13,8 @@ A plan is drawn beside the automaton, with the mark prefix ``plan_``: a ZStream 
 a tree with its leaves at the bottom and each join above its inputs; an order for the lazy NFA
 (§2.2) as a chain in binding order. Each node's caption is its term of the plan's cost
 (:class:`situflow.plan.cost.Terms`: ``PM`` of a node, or of an order's prefix, §3.1–3.2), so
-the captions add up to the plan's cost. The statistics are the priors the operator starts with
-(one event per time unit of each type); a running operator re-plans on measured ones.
+the captions add up to the plan's cost. The statistics are the priors (one event per time unit
+of each type); a running operator measures its own before it chooses (``AUTO``) or re-plans.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A TPStream query's structure (thesis §5.3): its situation definitions as nodes and, between
 every pair of them, the Allen relations the PATTERN allows (§5.3.1, Table 5.1) as a labelled
-edge.
+edge; ``PATTERN B`` draws B alone.
 
 An edge ``X → Y`` labelled ``r1, r2`` reads "X r1 Y or X r2 Y", oriented as the query wrote the
 pair; relation names are the standard Allen ones (:mod:`situflow.lang.allen`). The relations
@@ -31,21 +31,27 @@ def diagram(query: TPStreamQuery) -> Diagram:
     definitions = query.ast.definitions
     places = _places(len(definitions))
     centre = (sum(x for x, _ in places) / len(places), sum(y for _, y in places) / len(places))
+    single = query.ast.single
     nodes = tuple(
+        # A lone node's caption goes beside it: centred under it, it would reach off the left.
         Node(d.name, d.name, x, y, "situation",
              caption=d.duration.to_text().lower() if d.duration else "",
-             detail=d.to_text())
+             caption_right=single is not None, detail=d.to_text())
         for d, (x, y) in zip(definitions, places, strict=True)
     )
     edges = tuple(_edge(query, i, j, places, centre) for i, j in _pairs(query))
     head = f"FROM {query.ast.stream}"
     if query.partition_by:
         head += " PARTITION BY " + ", ".join(query.partition_by)
+    if query.ast.within is not None:
+        head += f", WITHIN {expr_text(query.ast.within)}"
     return Diagram(
-        title=f"TPStream query {query.name}: situations and the Allen relations allowed "
-              "between them",
-        subtitle=(f"{head}, WITHIN {expr_text(query.ast.within)}",
-                  "an arrow X → Y labelled r reads 'X r Y'; a dashed one: any relation"),
+        title=f"TPStream query {query.name}: " + (
+            f"PATTERN {single.name}, each situation of {single.name} a match" if single
+            else "situations and the Allen relations allowed between them"),
+        subtitle=(head, "one situation, so no relations: a match is reported when its "
+                        "situation ends" if single else
+                        "an arrow X → Y labelled r reads 'X r Y'; a dashed one: any relation"),
         nodes=nodes, edges=edges,
         legend=(*(f"{d.name}: {expr_text(d.condition)}"
                   + (f", {d.duration.to_text().lower()}" if d.duration else "")

@@ -29,10 +29,10 @@ def add_timeline_option(p: argparse.ArgumentParser, more: str = "") -> None:
 def timeline_checked(path: Path | None) -> bool:
     """Whether ``--timeline`` can be written (True without it); if not, why on standard
     error."""
-    from situflow.timeline.page import PictureFormatError, check_picture
-
     if path is None:
         return True
+    from situflow.timeline.page import PictureFormatError, check_picture
+
     try:
         check_picture(path)
     except PictureFormatError as e:

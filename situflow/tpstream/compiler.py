@@ -8,13 +8,15 @@ paths.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
+from situflow.devices.vector import vector_compiler
 from situflow.lang import ast
 from situflow.lang import tpstream as lang
 from situflow.lang.allen import INVERSE
-from situflow.lang.compile import compile_scalar, compile_vector
+from situflow.lang.compile import compile_scalar
 from situflow.operator import QueryOptions
 from situflow.tpstream.query import TIME_FIELD, AggregateRef, Engine, SituationDef, TPStreamQuery
 
@@ -28,6 +30,7 @@ class _Compiler:
     def __init__(self, query: lang.Query, options: QueryOptions):
         self.query = query
         self.options = options
+        self.compile_vector = vector_compiler(options.device)
         self.names = {d.name: i for i, d in enumerate(query.definitions)}
         self.aggregates: list[AggregateRef] = []
 
@@ -35,19 +38,24 @@ class _Compiler:
         q = self.query
         definitions = tuple(self._definition(d) for d in q.definitions)
         constraints = self._constraints()
-        window = self._ticks(q.within)
+        # Without WITHIN (``PATTERN B`` only) a match's span is unbounded.
+        window = math.inf if q.within is None else self._ticks(q.within)
         outputs = tuple(self._output(o) for o in q.outputs)
+        # compile_scalar resolves every node but literals and operators as an aggregate.
+        bare = tuple(None if isinstance(o.expr, (ast.Literal, ast.Unary, ast.Binary))
+                     else self.aggregates.index(self._ref(o.expr)) for o in q.outputs)
         return TPStreamQuery(
             name=self.options.name, ast=q, options=self.options, definitions=definitions,
             constraints=constraints, window=window,
             partition_by=tuple(r.name for r in q.partition_by),
-            aggregates=tuple(self.aggregates), outputs=outputs, engine=engine,
+            aggregates=tuple(self.aggregates), outputs=outputs, output_aggregates=bare,
+            engine=engine,
         )
 
     # --- definitions ----------------------------------------------------------------------
 
     def _definition(self, d: lang.Definition) -> SituationDef:
-        condition = compile_vector(d.condition, self._column_getter)
+        condition = self.compile_vector(d.condition, self._column_getter)
         dmin = dmax = None
         if d.duration is not None:
             dmin = self._ticks(d.duration.low) if d.duration.low else None
@@ -85,13 +93,15 @@ class _Compiler:
     def _output(self, output: lang.ReturnItem) -> tuple[str, Callable[[Any], Any]]:
         return output.name, compile_scalar(output.expr, self._aggregate_getter)
 
-    def _aggregate_getter(self, node: ast.Node) -> Callable[[Any], Any]:
+    def _ref(self, node: ast.Node) -> AggregateRef:
         assert isinstance(node, ast.Call) and isinstance(node.args[0], ast.Ref)
         arg = node.args[0]
         if arg.qualifier is None:  # count(B)
-            ref = AggregateRef(self.names[arg.name], "count", None)
-        else:
-            ref = AggregateRef(self.names[arg.qualifier], node.name, arg.name)
+            return AggregateRef(self.names[arg.name], "count", None)
+        return AggregateRef(self.names[arg.qualifier], node.name, arg.name)
+
+    def _aggregate_getter(self, node: ast.Node) -> Callable[[Any], Any]:
+        ref = self._ref(node)
         if ref not in self.aggregates:
             self.aggregates.append(ref)
         slot = self.aggregates.index(ref)

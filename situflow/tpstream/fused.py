@@ -5,13 +5,17 @@ Events of all partitions arrive interleaved in one batch; per-partition state li
 indexed arrays (derivation, :mod:`situflow.tpstream.derive`) and :class:`Partition` objects
 (matching, :mod:`situflow.tpstream.match`). Results come out in the order of the events that
 emitted them, and within one event by the members' start times, so every runtime prints the
-same lines in the same order for any batch size. Distributed TPStream splits the same
-algorithms at the situation stream (:mod:`situflow.tpstream.split`).
+same lines in the same order for any batch size. A one-situation pattern (``PATTERN B``)
+skips matching: its matches are the situations the kernel finishes, built from its record
+arrays in bulk. Distributed TPStream splits the same algorithms at the situation stream
+(:mod:`situflow.tpstream.split`).
 """
 
 from __future__ import annotations
 
 from typing import Any, cast
+
+import numpy as np
 
 from situflow.events import EventBatch
 from situflow.results import Match
@@ -20,7 +24,7 @@ from situflow.tpstream.derive.aggregates import BatchContext, SituationAggregate
 from situflow.tpstream.derive.kernel import APPEAR, FINISH, START
 from situflow.tpstream.derive.state import Deriver
 from situflow.tpstream.lifecycle import STATE_VERSION, EventDriven
-from situflow.tpstream.match.pattern import Partition, PatternMatcher, RunningValues
+from situflow.tpstream.match.pattern import Partition, PatternMatcher, RunningValues, return_value
 from situflow.tpstream.match.planner import Planner
 from situflow.tpstream.match.situations import Situation
 from situflow.tpstream.query import TPStreamQuery
@@ -51,6 +55,8 @@ class Matcher(PatternMatcher):
     def run(self, rec: Any, ctx: BatchContext) -> list[Match]:
         """File the situation records of a batch and match at every feasible event, step by
         step (the step loop of :mod:`situflow.tpstream.match.pattern`)."""
+        if self.single:
+            return self._situations(rec, ctx)
         results: list[Match] = []
         pos, defn, kind = rec.pos.tolist(), rec.defn.tolist(), rec.kind.tolist()
         start, feasible, first = rec.start.tolist(), rec.feasible.tolist(), rec.first.tolist()
@@ -91,6 +97,40 @@ class Matcher(PatternMatcher):
                                        self._running(slot, p, ctx))
             i = j
         return results
+
+    def _situations(self, rec: Any, ctx: BatchContext) -> list[Match]:
+        """``PATTERN B``: the matches are the situations the records finish, within the
+        window, at their ends (:meth:`PatternMatcher._ended`), built in bulk from the record
+        arrays. No situation object is made: nothing is matched, filed or running."""
+        t = ctx.batch.ts[rec.pos]
+        ends = (rec.kind != START) & (t > rec.start) & (t - rec.start <= self.window)
+        rows = np.flatnonzero(ends & rec.feasible)
+        if not len(rows):
+            return []
+        slots = ctx.codes[rec.pos[rows]]
+        q, keys = self.query, self.deriver.key_list
+        aggregates = self.aggregates.finished_columns(rec, rows, 0, slots, ctx)
+        names = [name for name, _ in q.outputs]
+        values = [self._output(aggregates, k, fn, len(rows))
+                  for (_, fn), k in zip(q.outputs, q.output_aggregates, strict=True)]
+        situation = q.definitions[0].name
+        return [
+            Match(query=q.name, key=keys[slot], ts=te, emitted_at=te,
+                  values=dict(zip(names, row, strict=True)),
+                  bindings={situation: {"ts": ts, "te": te, "open": False}}, order=(ts,))
+            for slot, ts, te, row in zip(
+                slots.tolist(), rec.start[rows].tolist(), t[rows].tolist(),
+                zip(*values, strict=True) if values else [()] * len(rows), strict=True)
+        ]
+
+    @staticmethod
+    def _output(aggregates: list[list[Any]], k: int | None, fn: Any, n: int) -> list[Any]:
+        """One RETURN value of each of ``n`` results, what :func:`return_value` gives."""
+        if k is None:
+            return [return_value(fn, row) for row in zip(*aggregates, strict=True)] \
+                if aggregates else [return_value(fn, ()) for _ in range(n)]
+        # An aggregate as it is: plain values already, but for NaN (v != v), which is null.
+        return [v if v == v else None for v in aggregates[k]]
 
     def _running(self, slot: int, p: int, ctx: BatchContext) -> RunningValues:
         return lambda s: self.aggregates.running(s, slot, p, ctx)

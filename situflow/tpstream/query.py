@@ -69,6 +69,9 @@ class TPStreamQuery:
     partition_by: tuple[str, ...]
     aggregates: tuple[AggregateRef, ...]
     outputs: tuple[tuple[str, Callable[[Any], Any]], ...]
+    # Per output, the position in ``aggregates`` of the aggregate it returns as it is (None: an
+    # expression over aggregates), so results can be built a column at a time.
+    output_aggregates: tuple[int | None, ...]
     engine: Engine = field(compare=False, repr=False)
     language: str = field(default="tpstream")
 
@@ -79,6 +82,20 @@ class TPStreamQuery:
 
     def canonical(self) -> str:
         return self.ast.to_text()
+
+    @property
+    def single(self) -> bool:
+        """Whether the pattern is one situation (``PATTERN B``): a constraint relates two
+        different situations, so a query with one definition has none."""
+        return len(self.definitions) == 1
+
+    @property
+    def starts_within(self) -> float:
+        """How far apart the starts of one match's situations may lie: the window, and 0 for
+        ``PATTERN B``. Offline replay (:mod:`situflow.offline.queries`) and the backfill's
+        hand-off (workers/handoff.py) reach this far from a situation for the rest of its
+        match; a single situation's match is the situation, whatever its WITHIN."""
+        return 0.0 if self.single else self.window
 
     @property
     def partition_attributes(self) -> tuple[str, ...]:

@@ -36,8 +36,9 @@ positions) plus, for event-grained positions, one node per kept event.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from situflow.jit import njit
 
 # Executor modes (chosen by situflow.trends.granularity_selector from the semantics, Table 5).
 ANY, NEXT, NEXT_ALG3, CONT = 0, 1, 2, 3
@@ -59,7 +60,7 @@ _BIG = 2.0 ** 900
 _SHIFT = 600
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _combine(dst: np.ndarray, src: np.ndarray, kind: np.ndarray) -> None:
     for v in range(dst.shape[0]):
         if kind[v] == ADD:
@@ -71,7 +72,7 @@ def _combine(dst: np.ndarray, src: np.ndarray, kind: np.ndarray) -> None:
             dst[v] = src[v]
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _compare(a: float, op: int, b: float) -> bool:
     # Missing operands (NaN) make every comparison false, `!=` included (situflow.lang.compile).
     if a != a or b != b:
@@ -89,14 +90,14 @@ def _compare(a: float, op: int, b: float) -> bool:
     return a != b
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _free_node(node: int, node_next: np.ndarray, scal: np.ndarray) -> None:
     node_next[node] = scal[FREE_HEAD]
     scal[FREE_HEAD] = node
     scal[N_FREE] += 1
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _clear_partition(part, pend, stale, head, node_next, ident, scal):
     """Drop every pending aggregate of ``part`` (Algorithm 3's ``e_l ← null``)."""
     for p in range(pend.shape[1]):
@@ -111,7 +112,7 @@ def _clear_partition(part, pend, stale, head, node_next, ident, scal):
         head[part, p] = -1
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _negate(i, part, neg, guard_of, pend, stale, head, node_next, node_stale, ident, kind):
     """Event ``i`` matches negations: partial trends ending before it become stale for the
     transitions those negations guard."""
@@ -128,7 +129,7 @@ def _negate(i, part, neg, guard_of, pend, stale, head, node_next, node_stale, id
             node = node_next[node]
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _rescale(part, s, pend, stale, final, scale, head, node_next, node_vals, kind):
     """Divide the additive aggregates of one partition's window by 2**_SHIFT.
 
@@ -152,7 +153,7 @@ def _rescale(part, s, pend, stale, final, scale, head, node_next, node_vals, kin
     scale[part, s] += _SHIFT
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _harvest(k, K, n_parts, pend, stale, final, seen, slot_win, scale, head, node_next,
              node_vals, ident, scal, out_win, out_part, out_vals, out_scale):
     """Emit window ``k`` of every partition that saw an event in it, then free its slot."""
@@ -195,7 +196,7 @@ def _harvest(k, K, n_parts, pend, stale, final, seen, slot_win, scale, head, nod
                 node = following
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def aggregate_events(
     # events, in stream order
     parts, ts, elig, in_stream, neg, xs, prev_vals, next_vals,

@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from situflow.devices.vector import vector_compiler
 from situflow.events import EventBatch
 from situflow.lang import ast
 from situflow.lang.cogra import NextRef
-from situflow.lang.compile import compile_vector
 from situflow.results import TrendResult
 from situflow.snapshot import unwrap, wrap
 from situflow.trends import kernel
@@ -80,7 +80,10 @@ class TrendProgram:
     equality: np.ndarray  # per atom: `=` or `!=`, which also compare strings
 
     @classmethod
-    def build(cls, plan: TrendPlan) -> TrendProgram:
+    def build(cls, plan: TrendPlan, device: str = "cpu") -> TrendProgram:
+        """The program of ``plan``; ``device`` evaluates the event-local predicates and the
+        adjacent predicates' operands (``QueryOptions.device``)."""
+        compile_vector = vector_compiler(device)
         P = len(plan.positions)
         follow = np.zeros((P, P), dtype=np.bool_)
         for p, successors in enumerate(plan.follow):

@@ -122,5 +122,5 @@ def compile(text: str, options: QueryOptions | None = None) -> CompiledTrendQuer
     tree = parse(text)
     validate(tree, options.type_field, options.time_unit)
     plan = analyze(tree, options)
-    programs = tuple(TrendProgram.build(p) for p in plan.factors or (plan,))
+    programs = tuple(TrendProgram.build(p, options.device) for p in plan.factors or (plan,))
     return CompiledTrendQuery(tree, plan, programs, options)

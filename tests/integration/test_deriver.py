@@ -36,8 +36,9 @@ from workers.up import REPO_ROOT, Pipeline
 
 pytestmark = pytest.mark.integration
 
-QUERY = REPO_ROOT / "situflow/examples/aggressive_drivers.tps"
-# 400 s per car; seed 4 gives 4 matches.
+EXAMPLES = REPO_ROOT / "situflow/examples"
+# 400 s per car; seed 4 gives 4 matches of aggressive_drivers.tps (and more of speeding.tps, a
+# single-situation pattern).
 EVENTS, CARS, SEED = 4_000, 10, 4
 PARTITIONS = 2
 ROWS_PER_MESSAGE = 97  # not a divisor of anything: messages cut situations anywhere
@@ -68,10 +69,12 @@ def as_batch(rows: list[dict[str, Any]]) -> EventBatch:
                                     for r in rows], seq=seq)
 
 
+@pytest.mark.parametrize("example", ["aggressive_drivers.tps", "speeding.tps"])
 def test_the_deriver_service_writes_the_core_derivers_records_and_they_match_as_fused(
-        kafka: KafkaSettings, topic_prefix: str, tmp_path: Path) -> None:
-    name = f"{topic_prefix}-aggressive"
-    query = compile(QUERY.read_text(), QueryOptions(name=name))
+        example: str, kafka: KafkaSettings, topic_prefix: str, tmp_path: Path) -> None:
+    name = f"{topic_prefix}-{example.split('_')[0].removesuffix('.tps')}"
+    query_file = EXAMPLES / example
+    query = compile(query_file.read_text(), QueryOptions(name=name))
     stream = StreamSpec(f"{topic_prefix}.cars", partitions=PARTITIONS, key_fields=("car_id",))
     events = car_events(EVENTS, CARS, SEED)
     messages = ordered_messages(events)
@@ -79,7 +82,7 @@ def test_the_deriver_service_writes_the_core_derivers_records_and_they_match_as_
         as_batch([row for rows in batches for row in rows]))] for p, batches in messages.items()}
     assert all(expected_records.values()), "every partition derives situations"
 
-    with Pipeline(stream, QUERY, kafka=kafka, work_dir=tmp_path / "pipeline", name=name,
+    with Pipeline(stream, query_file, kafka=kafka, work_dir=tmp_path / "pipeline", name=name,
                   service_names=("deriver",)) as pipeline:
         topic = pipeline.situations_topic
         assert topic is not None

@@ -54,6 +54,30 @@ def test_multiple_partition_attributes_and_durations():
     assert q.window == 7200
 
 
+def test_a_pattern_of_one_situation_needs_no_within_and_prints_back_to_itself():
+    text = ("from S partition by car define B as speed > 70 between 4s and 30s pattern B "
+            "return count(B) as n;")
+    tree = tpstream.parse(text)
+    assert tree.single is not None and tree.single.name == "B"
+    assert (tree.constraints, tree.within) == ((), None)
+    canonical = tree.to_text()
+    assert canonical == ("FROM S PARTITION BY car\n"
+                         "DEFINE B AS speed > 70 BETWEEN 4 seconds AND 30 seconds\n"
+                         "PATTERN B\n"
+                         "RETURN count(B) AS n")
+    assert tpstream.parse(canonical).to_text() == canonical
+    q = compile(text)
+    assert q.single and q.window == float("inf") and q.constraints == ((None,),)
+
+
+def test_a_pattern_of_one_situation_may_have_a_within():
+    q = compile("FROM S DEFINE B AS x > 1 PATTERN B WITHIN 10 seconds RETURN count(B) AS n")
+    assert q.window == 10
+    assert q.canonical().splitlines()[2:4] == ["PATTERN B", "WITHIN 10 seconds"]
+    without = compile("FROM S DEFINE B AS x > 1 PATTERN B RETURN count(B) AS n")
+    assert without.query_id != q.query_id
+
+
 def malformed_cases():
     """`tests/fixtures/tpstream/errors.txt`: a query, then `-- error: line:col: message`."""
     cases = []

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from situflow.errors import ValidationError
-from tests.nfa.harness import QUERY3, Harness, figure3, match
+from situflow.nfa.kernel import loop
+from situflow.nfa.operator import NfaOperator
+from tests.nfa.harness import QUERY3, Harness, feed, figure3, match
+from tests.nfa.reference import Reference
+from tests.nfa.test_properties import _nfa_keys, _records, queries, streams
+from tests.profiles import scaled
 
 
 def test_s11_one_match_per_partition_and_later_runs_are_pruned():
@@ -26,3 +36,42 @@ def test_consume_with_a_trailing_negation_is_an_error():
     with pytest.raises(ValidationError, match="CONSUME cannot be combined"):
         Harness.for_query("PATTERN SEQ(A a, ~(B b)) WHERE skip_till_next_match(a, b) { } "
                           "WITHIN 5 seconds CONSUME")
+
+
+def test_the_compiled_loop_runs_consume_and_gives_s11():
+    h = Harness.for_query(QUERY3 + " CONSUME")
+    assert loop.Tables.build(h.compiled.automaton) is not None
+    events = [{**e, "symbol": 1} for e in figure3()]
+    op = NfaOperator(h.compiled.automaton, h.compiled.name, h.compiled.query_id)
+    results = feed(op, events, batch=3)
+    assert [(m.bindings, m.emitted_at) for m in results] == [(match([3, 4], 6), 6)]
+
+
+@settings(max_examples=scaled(10), suppress_health_check=[HealthCheck.too_slow])
+@given(queries(compiled=True), streams(longest=14), st.integers(1, 8), st.data())
+def test_compiled_consume_gives_the_python_loop_and_the_definition(text, events, size, data):
+    """CONSUME in the compiled loop, at any batch size, with snapshots taken by one loop and
+    restored into the other (the state moves between the loops), equals the Python loop and
+    the brute-force definition."""
+    h = Harness.for_query(text + " CONSUME")
+    records = _records(events)
+    python = [m.to_dict() for m in feed(_operator(h, False), records)]
+    assert [m.to_dict() for m in feed(_operator(h, True), records, size)] == python, text
+    query = h.compiled.ast
+    window = query.within.seconds if query.within is not None else float("inf")
+    expected = Counter(Reference(query, window).matches(events))
+    assert _nfa_keys(h.run(records, batch=size), query) == expected, text
+    cut = data.draw(st.integers(0, len(records)))
+    first_loop = data.draw(st.booleans())
+    op = _operator(h, first_loop)
+    first = feed(op, records[:cut], size, finish=False)
+    snapshot = json.loads(json.dumps(op.snapshot()))
+    restored = NfaOperator.restore(h.compiled.automaton, h.compiled.name, h.compiled.query_id,
+                                   snapshot, compiled=not first_loop)
+    rest = feed(restored, records[cut:], size, offset=cut)
+    assert [m.to_dict() for m in first + rest] == python, text
+
+
+def _operator(h: Harness, compiled: bool) -> NfaOperator:
+    return NfaOperator(h.compiled.automaton, h.compiled.name, h.compiled.query_id,
+                       compiled=compiled)

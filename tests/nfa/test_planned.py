@@ -1,11 +1,14 @@
 """Cost-based plans inside the SASE+ operator (``situflow.sase.planned``): a planned query gives
 exactly the NFA^b output — the same bindings, keys, RETURN values and order — for every plan
-generator, across re-planning, batch sizes, snapshot/restore and missing values;
+generator, across re-planning, batch sizes, snapshot/restore and missing values, and so does
+the default, which warms up on NFA^b and then keeps it or switches to a plan;
 ``describe()`` names the plan."""
 
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,7 +18,7 @@ from hypothesis import strategies as st
 from situflow.nfa.operator import NfaOperator
 from situflow.plan import GENERATORS
 from situflow.sase import compile
-from situflow.sase.planned import PlannedOperator
+from situflow.sase.planned import WARMUP_EVENTS, PlannedOperator
 from tests.nfa.harness import QUERY1, QUERY3, feed, figure3, with_strategy
 from tests.profiles import scaled
 
@@ -145,3 +148,53 @@ def test_figure3_kleene_without_conditions():
     expected = _output(compile(query, plan=None).operator(), events)
     assert len(expected) == (2**5 - 1) + (2**7 - 1)  # b = e6 and b = e8
     assert _output(compile(query).operator(), events) == expected
+
+
+@settings(max_examples=scaled(12),
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(planned_queries(), streams(), st.integers(1, 12), st.integers(1, 12),
+       st.sampled_from([0.0, math.inf]), st.booleans(), st.integers(1, 4), st.data())
+def test_the_default_warms_up_on_nfa_and_every_decision_gives_the_nfa_output(
+        text, events, warmup, pushed, advantage, trial, size, data):
+    # advantage 0 tries the plan whenever the pattern order has work; inf keeps NFA^b; the
+    # trial keeps whichever engine was faster, without it the plan is kept.
+    nfa = compile(text, plan=None)
+    default = compile(text, check_every=data.draw(st.integers(1, 5)))
+    assert default.planned is not None and default.planned.warmup == WARMUP_EVENTS
+    auto = replace(default, planned=replace(default.planned, warmup=warmup, warmup_pushed=pushed,
+                                            advantage=advantage, trial=trial))
+    expected = _output(nfa.operator(), events)
+    assert _output(auto.operator(), events, batch=size) == expected, text
+    cut = data.draw(st.integers(0, len(events)))
+    op = auto.operator()
+    first = feed(op, events[:cut], batch=size, finish=False)
+    restored = auto.restore(json.loads(json.dumps(op.snapshot())))
+    rest = feed(restored, events[cut:], batch=size, offset=cut)
+    assert [m.to_dict() for m in first + rest] == expected, text
+
+
+def test_the_default_names_its_decision_and_why():
+    query = ("PATTERN SEQ(Stock a, Stock b) WHERE skip_till_any_match(a, b) { [symbol] AND "
+             "b.price > a.price } WITHIN 1 hour")
+    compiled = compile(query)
+    assert "NFA^b while the rates and selectivities are measured" in compiled.describe()
+    op = compiled.operator()
+    assert op.decision == "NFA^b (measuring)"
+    feed(op, figure3(), finish=False)
+    assert op.decision == "NFA^b (measuring)"  # fewer events than the warm-up
+    short = replace(compiled, planned=replace(compiled.planned, warmup=3)).operator()
+    feed(short, figure3())
+    # One type, one condition: no plan saves tests over the pattern order.
+    assert short.decision.startswith("NFA^b: pattern order")
+    assert "fewer" in short.decision
+
+
+def test_a_tried_plan_reports_the_measured_trial():
+    query = ("PATTERN SEQ(Stock a, Stock b) WHERE skip_till_any_match(a, b) { [symbol] AND "
+             "b.price > a.price } WITHIN 1 hour")
+    compiled = compile(query)
+    tried = replace(compiled, planned=replace(compiled.planned, warmup=3, advantage=0.0))
+    op = tried.operator()
+    feed(op, figure3())
+    assert "trial on 3 events: plan " in op.decision and " ms CPU, NFA^b " in op.decision
+    assert op.decision.startswith(("plan DP-", "NFA^b: "))

@@ -345,10 +345,23 @@ def test_igpu_placement_puts_only_the_chosen_services_on_gpu_nodes() -> None:
         container = container_of(statefulset)
         assert container["resources"]["limits"] == {"gpu.intel.com/i915": 1}
         assert env_values(container)["SITUFLOW_DEVICE"] == "opencl"
+        # The render group opens the device; the image carries pyopencl and the driver.
+        assert pod["securityContext"]["supplementalGroups"] == [109]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert container["image"] == "registry.example.com/situflow-igpu:1.0"
     for service in ("kslack", "trends"):
         statefulset = workload(objects, "events", service)
         assert "nodeSelector" not in statefulset["spec"]["template"]["spec"]
+        assert "supplementalGroups" not in statefulset["spec"]["template"]["spec"][
+            "securityContext"]
+        assert container_of(statefulset)["image"] != "registry.example.com/situflow-igpu:1.0"
         assert "SITUFLOW_DEVICE" not in env(container_of(statefulset))
+
+
+def test_gpu_services_run_the_images_gpu_variant_unless_an_image_is_given() -> None:
+    objects = render(sets=("devices.gpu.enabled=true", "image.tag=1.2.3"))
+    assert container_of(workload(objects, "events", "deriver"))["image"].endswith(":1.2.3-gpu")
+    assert container_of(workload(objects, "events", "kslack"))["image"].endswith(":1.2.3")
 
 
 # -- monitoring and network ----------------------------------------------------------------

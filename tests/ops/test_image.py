@@ -111,18 +111,19 @@ def test_every_stage_starts_from_one_base_an_exact_python_3_11_slim_bookworm_rel
     assert all(stage.base in ("${PYTHON_IMAGE}", *found) for stage in found.values())
 
 
-def test_the_targets_are_runtime_and_spark_and_spark_is_runtime_and_more() -> None:
+def test_the_targets_are_runtime_spark_and_gpu_each_runtime_and_more() -> None:
     found = stages()
-    assert {"runtime", "spark"} <= set(found)
+    assert {"runtime", "spark", "gpu"} <= set(found)
     assert [stage.name for stage in chain("spark")] == ["runtime", "spark"]
+    assert [stage.name for stage in chain("gpu")] == ["runtime", "gpu"]
 
 
-@pytest.mark.parametrize("target", ["runtime", "spark"])
+@pytest.mark.parametrize("target", ["runtime", "spark", "gpu"])
 def test_each_target_runs_as_uid_and_gid_10001(target: str) -> None:
     assert last(target, "USER") == f"{UID}:{UID}"
 
 
-@pytest.mark.parametrize("target", ["runtime", "spark"])
+@pytest.mark.parametrize("target", ["runtime", "spark", "gpu"])
 def test_each_target_enters_situflow_and_serves_its_pages_on_port_6066(target: str) -> None:
     assert last(target, "ENTRYPOINT") == '["situflow"]'
     assert last(target, "EXPOSE") == "6066"
@@ -189,7 +190,7 @@ def test_nothing_is_added_from_a_url() -> None:
 def test_pip_never_leaves_its_cache_in_a_layer() -> None:
     pips = [command for name, args in instructions() if name == "RUN"
             for command in re.split(r"&&|;", args) if re.search(r"\bpip (install|wheel)\b", command)]
-    assert len(pips) == 4
+    assert len(pips) == 6  # a wheel and an install per target
     assert all("--no-cache-dir" in command for command in pips)
 
 

@@ -123,6 +123,7 @@ STOCK_MINUTES = 24
 BUNDLED = {
     "aggressive_drivers.tps": "cars",
     "aggressive_drivers_edbt.tps": "cars",
+    "speeding.tps": "cars",
     "rising_stocks.sase": "stocks",
     "rising_trends.cogra": "stocks",
     "downtrends.cogra": "stocks",

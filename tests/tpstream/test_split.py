@@ -2,7 +2,8 @@
 report exactly what the fused operator reports.
 
 On random streams of several partition keys (irregular, sometimes equal timestamps; missing and
-string values), random constraints, duration bounds, windows and RETURN aggregates of every kind:
+string values), random constraints (or a single situation), duration bounds, windows and RETURN
+aggregates of every kind:
 
 - the deriver's records do not depend on how the events are batched, nor on a snapshot and
   restore in between;
@@ -39,7 +40,7 @@ AGGREGATES = ["count({d})", "first({d}.v)", "last({d}.v)", "sum({d}.v)", "min({d
 def scenarios(draw):
     n = draw(st.integers(1, 30))
     ts = list(itertools.accumulate(draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))))
-    ndef = draw(st.integers(2, 3))
+    ndef = draw(st.integers(1, 3))
     nkeys = draw(st.integers(1, 3))
     events = []
     for t in ts:
@@ -49,10 +50,10 @@ def scenarios(draw):
         for d in range(ndef):
             event[f"x{d}"] = int(draw(st.integers(0, 3)) > 0)
         events.append(event)
-    pairs = [(0, 1), (1, 2), (0, 2)][: 1 if ndef == 2 else draw(st.integers(2, 3))]
+    pairs = [(0, 1), (1, 2), (0, 2)][: ndef - 1 if ndef < 3 else draw(st.integers(2, 3))]
     pattern = " AND ".join(
         f"{NAMES[i]} {';'.join(sorted(draw(st.sets(st.sampled_from(RELATIONS), min_size=1, max_size=10))))} "
-        f"{NAMES[j]}" for i, j in pairs)
+        f"{NAMES[j]}" for i, j in pairs) or "A"  # PATTERN A: one situation
     defs = []
     for d in range(ndef):
         lo, hi = sorted(draw(st.lists(st.integers(1, 6), min_size=2, max_size=2)))
@@ -63,8 +64,11 @@ def scenarios(draw):
                             max_size=5))
     returns = ", ".join(f"{agg.format(d=NAMES[d])} AS r{i}" for i, (agg, d) in enumerate(outputs))
     partition = draw(st.sampled_from(["", " PARTITION BY k", " PARTITION BY k, j"]))
+    # A single situation's WITHIN is optional, and not below its lower bound (at most 6).
+    within = draw(st.integers(6 if ndef == 1 else 2, 40))
+    window = "" if ndef == 1 and within > 30 else f"WITHIN {within} seconds "
     text = (f"FROM S{partition} DEFINE {', '.join(defs)} PATTERN {pattern} "
-            f"WITHIN {draw(st.integers(2, 40))} seconds RETURN {returns or 'count(A) AS n'}")
+            f"{window}RETURN {returns or 'count(A) AS n'}")
     return text, events
 
 

@@ -48,8 +48,13 @@ spec:
       imagePullSecrets:
         {{- toYaml . | nindent 8 }}
       {{- end }}
+      {{- $podSecurity := $root.Values.podSecurityContext }}
+      {{- if and $gpu $root.Values.devices.gpu.supplementalGroups }}
+      {{- $groups := concat ($podSecurity.supplementalGroups | default list) $root.Values.devices.gpu.supplementalGroups | uniq }}
+      {{- $podSecurity = merge (dict "supplementalGroups" $groups) $podSecurity }}
+      {{- end }}
       securityContext:
-        {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
+        {{- toYaml $podSecurity | nindent 8 }}
       terminationGracePeriodSeconds: {{ $root.Values.terminationGracePeriodSeconds }}
       {{- with $root.Values.priorityClassName }}
       priorityClassName: {{ . }}
@@ -78,7 +83,7 @@ spec:
       {{- end }}
       containers:
         - name: {{ .service }}
-          image: {{ include "situflow.image" $root }}
+          image: {{ if $gpu }}{{ $root.Values.devices.gpu.image | default (printf "%s%s" (include "situflow.image" $root) $root.Values.devices.gpu.tagSuffix) }}{{ else }}{{ include "situflow.image" $root }}{{ end }}
           imagePullPolicy: {{ $root.Values.image.pullPolicy }}
           args: ["serve", {{ .service | quote }}]
           ports:

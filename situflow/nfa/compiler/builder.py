@@ -32,8 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from situflow.devices.vector import vector_compiler
 from situflow.lang import ast
-from situflow.lang.compile import Getter, compile_scalar, compile_vector
+from situflow.lang.compile import Getter, compile_scalar
 from situflow.lang.printer import expr_text
 from situflow.lang.sase import (
     BEGIN,
@@ -71,9 +72,10 @@ from situflow.nfa.compiler.values import SlotKind, ValueLayout, Values
 from situflow.nfa.matches import match_resolver
 
 
-def compile_automaton(query: SaseQuery, time_unit: float = 1.0) -> Automaton:
-    """The NFA^b of a validated query; ``time_unit`` is seconds per event-time tick."""
-    return _Compiler(query, time_unit).build()
+def compile_automaton(query: SaseQuery, time_unit: float = 1.0, device: str = "cpu") -> Automaton:
+    """The NFA^b of a validated query; ``time_unit`` is seconds per event-time tick; ``device``
+    evaluates the conjuncts on the current event (``QueryOptions.device``)."""
+    return _Compiler(query, time_unit, device).build()
 
 
 class _Placement:
@@ -87,8 +89,9 @@ class _Placement:
 
 
 class _Compiler:
-    def __init__(self, query: SaseQuery, time_unit: float):
+    def __init__(self, query: SaseQuery, time_unit: float, device: str):
         self.query = query
+        self.compile_vector = vector_compiler(device)
         self.positives: tuple[Component, ...] = query.positives
         self.position = {c.var: k for k, c in enumerate(self.positives)}
         self.selection = SELECTIONS[query.effective_strategy]
@@ -242,7 +245,7 @@ class _Compiler:
         on_runs: list[ast.Node] = []
         for x in conjuncts:
             if self._on_current_event(x, k, stage):
-                vector.append(compile_vector(x, self._vector_resolve))
+                vector.append(self.compile_vector(x, self._vector_resolve))
             else:
                 on_runs.append(x)
         scalar = [self._scalar(x, k, stage, reads) for x in on_runs]
@@ -365,7 +368,7 @@ class _Compiler:
             vector, conditions = [], []
             for x in conjuncts[c.var]:
                 if all(_var(r) == c.var for r in references(x)):
-                    vector.append(compile_vector(x, self._vector_resolve))
+                    vector.append(self.compile_vector(x, self._vector_resolve))
                 else:
                     conditions.append(compile_scalar(x, resolve))
             out.append(NegationProgram(

@@ -6,10 +6,12 @@ each conjunct that reads V and the current event as a short postfix program: ins
 push a constant, an attribute of the current event or a V column, and apply an operator. The
 programs are data, interpreted by one generic loop; no code is generated from query text.
 
-A program follows the scalar closures exactly on numbers (the kernel runs only when every
-attribute it reads is numeric): missing values are NaN, every comparison with NaN is false
-(``!=`` too), ``/`` and ``%`` by zero follow :mod:`situflow.lang.compile`. A conjunct with a
-string or boolean constant has no program, and the query runs on the Python loop.
+A program follows the scalar closures exactly on numbers: missing values are NaN, every
+comparison with NaN is false (``!=`` too), ``/`` and ``%`` by zero follow
+:mod:`situflow.lang.compile`. A text constant is a ``TEXT`` instruction; the kernel's tables
+turn it into the constant's code in :class:`~situflow.nfa.kernel.texts.Texts`, so that texts
+compare as codes (``=`` and ``!=`` only: :meth:`situflow.nfa.kernel.loop.Tables.accepts`). A
+conjunct with a boolean constant has no program, and the query runs on the Python loop.
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ from collections.abc import Callable
 from situflow.lang import ast
 from situflow.lang.compile import Getter, literal_value
 
-# (operation, first operand, second operand, constant)
-Instruction = tuple[int, int, int, float]
+# (operation, first operand, second operand, constant: a number, or the text of ``TEXT``)
+Instruction = tuple[int, int, int, float | str]
 Program = tuple[Instruction, ...]
 # What a reference reads: ("row", attribute), ("v", column), or ("sum" | "avg", sum column,
 # count column) for the aggregates that are missing on an empty prefix.
 Reference = tuple[str, int, int]
 
-CONST, ROW, V, SUM, AVG = 0, 1, 2, 3, 4
+CONST, ROW, V, SUM, AVG, TEXT = 0, 1, 2, 3, 4, 5
 ADD, SUB, MUL, DIV, MOD, NEG, NOT, AND, OR = 10, 11, 12, 13, 14, 15, 16, 17, 18
 LT, GT, LE, GE, EQ, NE = 20, 21, 22, 23, 24, 25
 
@@ -64,9 +66,12 @@ def compile_program(expr: ast.Node, reference: Callable[[ast.Node], Reference]) 
     def emit(node: ast.Node) -> None:
         if isinstance(node, ast.Literal):
             value = literal_value(node)
-            if isinstance(value, bool) or not isinstance(value, int | float):
+            if isinstance(value, str):
+                out.append((TEXT, 0, 0, value))
+            elif isinstance(value, bool) or not isinstance(value, int | float):
                 raise NotNumeric(str(value))
-            out.append((CONST, 0, 0, float(value)))
+            else:
+                out.append((CONST, 0, 0, float(value)))
         elif isinstance(node, ast.Unary):
             emit(node.operand)
             out.append((NOT if node.op == "not" else NEG, 0, 0, 0.0))

@@ -40,6 +40,7 @@ class MatchBatch(Sequence[Match]):
         self._rows = state.event_rows
         self._kinds = state.event_kinds
         self._ids = state.ids
+        self._texts = state.texts
         self._done = done
         completed = done[:, loop.D_EVENT]
         self._ts = ts[completed]
@@ -106,7 +107,7 @@ class MatchBatch(Sequence[Match]):
             for x in np.unique(stored).tolist():
                 seq, ts, _ = self._events[x].tolist()
                 events[x - low] = BufferedEvent(seq, distinct[x - low], ts,
-                                        row_values(self._rows[x], self._kinds[x]))
+                                        row_values(self._rows[x], self._kinds[x], self._texts))
         # The k-th match an event completes has the order (1, 0, k), as in the Python loop.
         completed = done[:, loop.D_EVENT]
         index = np.arange(n)

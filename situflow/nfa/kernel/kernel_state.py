@@ -3,7 +3,10 @@
 :class:`KernelState` holds what :func:`situflow.nfa.kernel.loop.advance_runs` works on: a slot
 per partition key (its runs as a linked list), the runs (state, last buffer node, V, start
 time), the shared buffer's nodes and the events they hold (sequence number, time, id and the
-attributes the query reads). Nothing moves to Python objects between batches. Buffer nodes are
+attributes the query reads, texts as their codes in the operator's
+:class:`~situflow.nfa.kernel.texts.Texts`). Which attributes hold texts is fixed for the life
+of a state (``text``): V keeps no kind per value, and a text's code must never meet a number
+in a comparison. Nothing moves to Python objects between batches. Buffer nodes are
 appended; once the arrays hold more than twice what the runs still reach, pruning (§5.3) moves
 the reachable nodes and events to the front. Matches of earlier batches that have not been read
 yet point into these arrays (:class:`~situflow.nfa.kernel.compressed.MatchBatch`): while one is
@@ -23,12 +26,13 @@ from typing import Any
 import numpy as np
 
 from situflow.nfa.kernel import loop
+from situflow.nfa.kernel.texts import MISSING_CODE, Texts
 from situflow.nfa.matches import json_value
 from situflow.nfa.runs import Member, Run
 from situflow.nfa.sharedbuffer.buffer import BufferedEvent, BufferNode, unnumbered
 
 # How a stored attribute value was typed in its batch, to give it back as the Python loop has it.
-FLOAT, INT, BOOL = 0, 1, 2
+FLOAT, INT, BOOL, TEXT = 0, 1, 2, 3
 # Integers beyond this lose precision as float64: such batches stay on the Python loop.
 EXACT = 2**53
 # Fewest buffer nodes before pruning moves the live ones.
@@ -40,8 +44,12 @@ PartitionRuns = tuple[Any, list[Run]]
 class KernelState:
     """Partitions, runs, buffer nodes and stored events as arrays (see the module docstring)."""
 
-    def __init__(self, tables: loop.Tables, attributes: int):
+    def __init__(self, tables: loop.Tables, texts: Texts, text: np.ndarray):
+        """``text``: per attribute, whether it holds texts (as codes of ``texts``)."""
+        attributes = len(text)
         self.tables = tables
+        self.texts = texts
+        self.text = text
         self.head = np.full(4, -1, dtype=np.int64)
         self.count = np.zeros(4, dtype=np.int64)
         self.taken = np.zeros(4, dtype=bool)
@@ -66,6 +74,15 @@ class KernelState:
         # The batches of matches that still read the arrays, by id (they are not hashable).
         self.readers: weakref.WeakValueDictionary[int, object] = weakref.WeakValueDictionary()
         self._collect_at = _COLLECT_AT
+
+    def fits(self, rows: np.ndarray, kinds: np.ndarray) -> bool:
+        """Whether a batch's attributes (:func:`columns`) hold texts where this state's do: an
+        attribute missing from every event of the batch fits either way."""
+        differs = (kinds == TEXT) != self.text
+        if not differs.any():
+            return True
+        return not any(differs[a] and not np.isnan(rows[a]).all()
+                       for a in np.flatnonzero(differs).tolist())
 
     # --- partitions ---------------------------------------------------------------------------
 
@@ -178,11 +195,13 @@ class KernelState:
     # --- conversion from and to the Python loop's runs ----------------------------------------
 
     @classmethod
-    def load(cls, tables: loop.Tables, attributes: int,
+    def load(cls, tables: loop.Tables, texts: Texts, text: np.ndarray,
              partitions: Iterable[PartitionRuns]) -> KernelState | None:
         """The kernel state of the Python loop's runs (a run per member: the kernel does not
-        merge), or None if a V value or a buffered attribute is not a number."""
-        state = cls(tables, attributes)
+        merge), or None if a V value or a buffered attribute is neither a number nor, where
+        ``text`` says an attribute holds texts, a text."""
+        state = cls(tables, texts, text)
+        slot_text = state.slot_text()
         nodes: dict[int, int] = {}
         events: dict[int, int] = {}
         ids: list[Any] = []
@@ -190,13 +209,15 @@ class KernelState:
         def event_index(e: BufferedEvent) -> int | None:
             found = events.get(id(e))
             if found is None:
-                kinds = [_kind(x) for x in e.row]
+                kinds = [_text_kind(x) if t else _kind(x) for x, t in zip(e.row, text.tolist(),
+                                                                           strict=True)]
                 if any(k < 0 for k in kinds):
                     return None
                 found = events[id(e)] = len(ids)
                 state.reserve(0, 0, 1)
                 state.events[found] = (e.seq, e.ts, -1)
-                state.event_rows[found] = e.row
+                state.event_rows[found] = [state._encoded(x, t) for x, t in zip(
+                    e.row, text.tolist(), strict=True)]
                 state.event_kinds[found] = kinds
                 state.counters[loop.K_EVENTS] += 1
                 ids.append(e.id)
@@ -219,8 +240,10 @@ class KernelState:
             c = state._new_slot(key)
             last = -1
             for run in runs:
-                if any(_kind(x) < 0 for x in run.v):
+                if any((_text_kind(x) if t else _kind(x)) < 0
+                       for x, t in zip(run.v, slot_text, strict=True)):
                     return None
+                v = [state._encoded(x, t) for x, t in zip(run.v, slot_text, strict=True)]
                 for member in run.members:
                     node = node_index(member.node)
                     if node is None:
@@ -233,7 +256,7 @@ class KernelState:
                     r = int(state.free[state.counters[loop.K_FREE]])
                     state.runs[r] = (run.state, node, -1, first.event.seq)
                     state.starts[r] = member.start
-                    state.values[r] = run.v
+                    state.values[r] = v
                     if last >= 0:
                         state.runs[last, loop.R_NEXT] = r
                     else:
@@ -266,6 +289,7 @@ class KernelState:
                 pred = made[y] = BufferNode(found, comp, pred)
             return made[i]
 
+        texts = [i for i, t in enumerate(self.slot_text()) if t]
         out: list[PartitionRuns] = []
         for c, key in enumerate(self.keys):
             if not self.taken[c]:
@@ -276,6 +300,8 @@ class KernelState:
                 v = self.values[r].tolist()
                 for i in int_slots:
                     v[i] = int(v[i])
+                for i in texts:
+                    v[i] = self.texts.text(v[i]) if v[i] == v[i] else v[i]
                 runs.append(Run(int(self.runs[r, loop.R_STATE]), tuple(v),
                                 [Member(node(int(self.runs[r, loop.R_NODE])),
                                         int(self.starts[r]))]))
@@ -287,16 +313,37 @@ class KernelState:
         """Stored event ``x`` as the Python loop's buffer holds it."""
         seq, ts, _ = self.events[x].tolist()
         return BufferedEvent(seq, id_values(self.ids[x:x + 1])[0], ts,
-                             row_values(self.event_rows[x], self.event_kinds[x]))
+                             row_values(self.event_rows[x], self.event_kinds[x], self.texts))
+
+    def slot_text(self) -> list[bool]:
+        """Per V column, whether it holds texts: the first, k-th or last value of a text
+        attribute."""
+        return [attr >= 0 and bool(self.text[attr]) and kind in (loop.FIRST, loop.NTH, loop.LAST)
+                for _, kind, attr, _ in self.tables.slots.tolist()]
+
+    def _encoded(self, x: Any, text: bool) -> float:
+        """A buffered or V value as the kernel holds it: texts as codes, missing ones NaN."""
+        if not text:
+            return x
+        return self.texts.code(x) if isinstance(x, str) else MISSING_CODE
 
 
-def columns(batch_columns: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray] | None:
+def columns(batch_columns: list[np.ndarray], n: int, texts: Texts
+            ) -> tuple[np.ndarray, np.ndarray] | None:
     """``n`` events' attribute columns as float64 rows (one row per attribute) and the kind of
-    each, or None unless all are exact numbers."""
+    each, or None unless all are exact numbers or texts (with missing values), which are
+    written as their codes in ``texts``."""
     rows = np.empty((len(batch_columns), n), dtype=np.float64)
     kinds = np.zeros(len(batch_columns), dtype=np.int8)
     for i, column in enumerate(batch_columns):
         kind = column.dtype.kind
+        if kind == "O":
+            codes = texts.encode(column)
+            if codes is None:
+                return None
+            rows[i] = codes
+            kinds[i] = TEXT
+            continue
         if kind not in "iufb":
             return None
         if kind in "iu":
@@ -309,7 +356,7 @@ def columns(batch_columns: list[np.ndarray], n: int) -> tuple[np.ndarray, np.nda
     return rows, kinds
 
 
-def row_values(values: np.ndarray, kinds: np.ndarray) -> tuple[Any, ...]:
+def row_values(values: np.ndarray, kinds: np.ndarray, texts: Texts) -> tuple[Any, ...]:
     """A stored row as Python values of the types its batch had."""
     out = values.tolist()
     for i, kind in enumerate(kinds.tolist()):
@@ -317,6 +364,8 @@ def row_values(values: np.ndarray, kinds: np.ndarray) -> tuple[Any, ...]:
             out[i] = int(out[i])
         elif kind == BOOL:
             out[i] = bool(out[i])
+        elif kind == TEXT:
+            out[i] = texts.text(out[i])
     return tuple(out)
 
 
@@ -339,6 +388,16 @@ def _kind(x: Any) -> int:
     if isinstance(x, int):
         return INT if abs(x) < EXACT else -1
     if isinstance(x, float):
+        return FLOAT
+    return -1
+
+
+def _text_kind(x: Any) -> int:
+    """The kind of a value of a text attribute: a text or missing (None: TEXT, NaN: FLOAT, as
+    the column it came from was typed); -1 for anything else."""
+    if isinstance(x, str) or x is None:
+        return TEXT
+    if isinstance(x, float) and x != x:
         return FLOAT
     return -1
 

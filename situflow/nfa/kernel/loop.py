@@ -20,9 +20,30 @@ the strategies the kernel covers a run splits at most once per event, and a run 
 one move only is updated in place. Runs carry no Dewey version: a node links to its own
 predecessor, so no retrieval reads one (:mod:`situflow.nfa.sharedbuffer.versions`).
 
+Text attributes enter as codes of :class:`~situflow.nfa.kernel.texts.Texts` (their kind
+says so, to give them back as texts), and text constants as the same codes: equal texts have
+equal codes, so ``=`` and ``!=`` on texts run here; :meth:`Tables.accepts` decides, per set of
+text attributes, whether every program only compares texts with texts.
+
+``CONSUME`` is applied per event as in the Python loop: when an event completes matches of a
+partition, one is kept (the latest-starting, then the shortest, then the first in match order)
+and every run of the partition is dropped.
+
 The operator uses the kernel for queries under partition contiguity or skip till next match
-without negation or ``CONSUME`` whose conjuncts all have programs, on batches whose attributes
-are numbers.
+without negation whose conjuncts all have programs, on batches whose attributes are numbers,
+or texts the programs only compare for equality.
+
+What stays on the Python loop, and why:
+
+* negation (§3.1): its conditions relate the candidate to any event of the match
+  (``w.x = a[1].x``), which V does not hold, so they are closures over the retrieved match, with
+  no postfix program; the kernel would need programs over a match's buffered events, candidate
+  buffers per partition and negated component kept in arrays and pruned with the window, and,
+  for a trailing negation, matches held until ``first.t + w`` and released between events and
+  by watermarks in the Python loop's order;
+* skip till any match and strict contiguity (see :meth:`Tables.build`);
+* texts ordered, added or aggregated (``<``, ``max``), or compared with numbers, and columns
+  that mix texts with other values: such a batch (:meth:`Tables.accepts`).
 """
 
 from __future__ import annotations
@@ -31,8 +52,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from situflow.jit import njit
 from situflow.nfa.compiler import programs as ops
 from situflow.nfa.compiler.automaton import Automaton, StateKind
 from situflow.nfa.compiler.programs import Program
@@ -73,17 +94,22 @@ class Tables:
     slots: np.ndarray  # int64 (component, kind, attribute, k) per V column
     initial: np.ndarray  # float64, V of a new run (one row)
     stack: int  # deepest program stack
+    consume: bool  # CONSUME: a partition keeps one match per event and drops its runs
+    # The text constants, whose codes (kernel.texts) are their indexes, and per instruction
+    # whether it pushes one.
+    texts: tuple[str, ...]
+    text_constants: np.ndarray  # bool
 
     @classmethod
     def build(cls, a: Automaton) -> Tables | None:
         """The tables of ``a``, or None if the kernel cannot run it."""
-        if a.negations or a.consume or a.selection.global_contiguity:
+        if a.negations or a.selection.global_contiguity:
             return None
         if a.selection.ignores_relevant:
             # Skip till any match: runs multiply (Cor. 4.3) and merging them (§5.2.2), which
             # the kernel does not do, is what keeps them few.
             return None
-        code: list[tuple[int, int, int, float]] = []
+        code: list[tuple[int, int, int, float | str]] = []
         tests: list[tuple[int, int]] = []
 
         def add(programs: tuple[Program, ...] | None) -> tuple[int, int]:
@@ -131,6 +157,11 @@ class Tables:
         except _NoKernel:
             return None
         slots = [(s.component, _KINDS[s.kind], s.attr, s.k) for s in a.values.slots]
+        texts = tuple(dict.fromkeys(str(x[3]) for x in code if x[0] == ops.TEXT))
+        text_constants = [x[0] == ops.TEXT for x in code]
+        # A text constant is pushed as its code: the index of its text in ``texts``.
+        code = [(ops.CONST, 0, 0, float(texts.index(x[3]))) if x[0] == ops.TEXT else x
+                for x in code]
         return cls(
             states=np.array(states, dtype=np.int64).reshape(len(states), 12),
             components=np.array(components, dtype=np.int64).reshape(len(components), 8),
@@ -141,7 +172,47 @@ class Tables:
             slots=np.array(slots, dtype=np.int64).reshape(len(slots), 4),
             initial=np.array([a.values.initial()], dtype=np.float64).reshape(1, -1),
             stack=max((hi - lo for lo, hi in tests), default=0) + 1,
+            consume=a.consume,
+            texts=texts,
+            text_constants=np.array(text_constants, dtype=bool),
         )
+
+    def accepts(self, text: np.ndarray) -> bool:
+        """Whether the programs give the closures' results when the attributes ``text`` marks
+        hold text codes: a text may only be compared, by ``=`` or ``!=``, with another text
+        (or be counted); anything else on a text (ordering, arithmetic, ``sum``, ``max``, a
+        text compared with a number) is left to the Python loop."""
+        if not text.any() and not self.text_constants.any():
+            return True
+        slot_text = []
+        for _, kind, attr, _ in self.slots.tolist():
+            if attr >= 0 and text[attr] and kind in (SUM, MAX, MIN):
+                return False
+            slot_text.append(attr >= 0 and bool(text[attr]) and kind in (FIRST, NTH, LAST))
+        code = self.code.tolist()
+        for lo, hi in self.tests.tolist():
+            stack: list[bool] = []  # whether each operand is a text
+            for i in range(lo, hi):
+                op, first, _ = code[i]
+                if op == ops.CONST:
+                    stack.append(bool(self.text_constants[i]))
+                elif op == ops.ROW:
+                    stack.append(bool(text[first]))
+                elif op == ops.V:
+                    stack.append(slot_text[first])
+                elif op in (ops.SUM, ops.AVG):
+                    stack.append(False)
+                elif op in (ops.NEG, ops.NOT):
+                    if stack[-1]:
+                        return False
+                else:
+                    right, left = stack.pop(), stack.pop()
+                    if (left or right) and not (op in (ops.EQ, ops.NE) and left and right):
+                        return False
+                    stack.append(False)
+            if stack[-1]:
+                return False
+        return True
 
 
 class _NoKernel(Exception):
@@ -252,7 +323,7 @@ def _update(values, r, rows, e, comp, n, slots):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def advance_runs(start, visit, slot, ts, seq, rows, kinds, begin, take, relevant, opens,
-                 window, contiguous, states, components, tests, guards, code, constants, slots,
+                 window, contiguous, consume, states, components, tests, guards, code, constants, slots,
                  initial, head, count, runs, starts, values, free, nodes, events, event_rows,
                  event_kinds, stored, done, counters, stack):  # pragma: no cover - compiled
     """Process the events ``visit[start:]`` of a batch; returns where it stopped (all:
@@ -294,6 +365,7 @@ def advance_runs(start, visit, slot, ts, seq, rows, kinds, begin, take, relevant
         last = -1
         alive = 0
         event = stored[e]
+        matches = counters[K_DONE]
         r = head[c]
         # The partition's runs, then (r = -1) a new run if the event begins one.
         began = False
@@ -432,9 +504,50 @@ def advance_runs(start, visit, slot, ts, seq, rows, kinds, begin, take, relevant
                     # Nothing took the run over: it dies.
                     _free(r, free, counters)
             r = following
+        if consume and counters[K_DONE] > matches:
+            # CONSUME (§2's non-overlap format): the partition keeps one of the matches the
+            # event completed and loses every run, the ones begun at this event included.
+            kept = _consumed(matches, counters[K_DONE], done, nodes, events, components.shape[0])
+            for f in range(3):
+                done[matches, f] = done[kept, f]
+            counters[K_DONE] = matches + 1
+            while first >= 0:
+                _free(first, free, counters)
+                first = runs[first, R_NEXT]
+            alive = 0
         head[c] = first
         count[c] = alive
     return m
+
+
+@njit(cache=True, nogil=True)
+def _consumed(lo, hi, done, nodes, events, components):  # pragma: no cover - compiled
+    """The match ``CONSUME`` keeps of ``done[lo:hi]``, as the Python loop picks it: the
+    latest-starting one, then the one with the fewest events, then the first in match order."""
+    best = lo
+    best_length = _length(done[lo, D_NODE], nodes)
+    for d in range(lo + 1, hi):
+        if done[d, D_FIRST] != done[best, D_FIRST]:
+            if done[d, D_FIRST] > done[best, D_FIRST]:
+                best = d
+                best_length = _length(done[d, D_NODE], nodes)
+            continue
+        length = _length(done[d, D_NODE], nodes)
+        if length < best_length or (length == best_length and _compare(
+                done[d], done[best], nodes, events, components) < 0):
+            best = d
+            best_length = length
+    return best
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _length(node, nodes):  # pragma: no cover - compiled
+    """The number of events of the match ending at ``node``."""
+    n = 0
+    while node >= 0:
+        n += 1
+        node = nodes[node, N_PRED]
+    return n
 
 
 @njit(cache=True, nogil=True, inline="always")

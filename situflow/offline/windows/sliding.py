@@ -3,15 +3,15 @@
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from situflow.jit import njit
 from situflow.offline.windows.partials import Measures, Partials
 from situflow.offline.windows.slices import Slicing
 from situflow.trends.kernel import ADD, SMALLEST
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _combine_into(dst: np.ndarray, src: np.ndarray, kinds: np.ndarray) -> None:
     for v in range(dst.shape[0]):
         if kinds[v] == ADD:
@@ -22,7 +22,7 @@ def _combine_into(dst: np.ndarray, src: np.ndarray, kinds: np.ndarray) -> None:
             dst[v] = max(dst[v], src[v])
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _two_stacks(values: np.ndarray, kinds: np.ndarray, ident: np.ndarray, first: np.ndarray,
                 last: np.ndarray, out: np.ndarray) -> None:
     """``out[w]`` = the combination of ``values[first[w]:last[w]]``; both bounds never move

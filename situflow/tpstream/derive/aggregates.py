@@ -82,6 +82,33 @@ class SituationAggregates:
                                     float(rec.max[i, r]), int(rec.cnt[i, r]))
         return values
 
+    def finished_columns(self, rec: Any, rows: np.ndarray, d: int, slots: np.ndarray,
+                         ctx: BatchContext) -> list[list[Any]]:
+        """:meth:`finished` of many derivation records of definition ``d`` at once: per
+        aggregate of ``query.aggregates``, its values for records ``rows`` (of state slots
+        ``slots``; None for other definitions' aggregates). Each value equals what
+        :meth:`finished` gives, bit for bit: the same float operations, in numpy."""
+        columns: list[list[Any]] = []
+        own = set(self.refs_by_def[d])
+        for k, agg in enumerate(self.query.aggregates):
+            if k not in own:
+                columns.append([None] * len(rows))
+            elif agg.attr is None:
+                columns.append(rec.count[rows].tolist())
+            elif agg.func in ("first", "last"):
+                positions = (rec.first if agg.func == "first" else rec.last)[rows]
+                carried = (self.deriver.carried_first if agg.func == "first"
+                           else self.deriver.carried_last)[slots, k]
+                here = positions >= 0
+                values = carried.tolist()
+                seen = column(ctx.batch, agg.attr)[positions[here]].tolist()
+                for i, v in zip(np.flatnonzero(here).tolist(), seen, strict=True):
+                    values[i] = plain(v)
+                columns.append(values)
+            else:
+                columns.append(numeric_column(agg.func, rec, self.numeric_index[k], rows))
+        return columns
+
     def running(self, s: Situation, slot: int, p: int, ctx: BatchContext) -> list[Any]:
         """Aggregates of a running situation over its events up to and including event ``p``."""
         fresh = s.batch == ctx.number and s.first >= 0
@@ -130,3 +157,19 @@ def numeric(func: str, total: float, low: float, high: float, cnt: int) -> Any:
     if not cnt:
         return None
     return {"sum": total, "min": low, "max": high, "avg": total / cnt}[func]
+
+
+def numeric_column(func: str, rec: Any, i: int, rows: np.ndarray) -> list[Any]:
+    """:func:`numeric` over the kernel aggregate ``i`` of derivation records ``rows``."""
+    cnt = rec.cnt[i, rows]
+    if func == "count":
+        return cnt.tolist()
+    if func == "avg":
+        # The kernel counts what it sums, so a situation without values has a zero count.
+        values = np.divide(rec.sum[i, rows], cnt, out=np.zeros(len(rows)), where=cnt > 0)
+    else:
+        values = {"sum": rec.sum, "min": rec.min, "max": rec.max}[func][i, rows]
+    out: list[Any] = values.tolist()
+    for r in np.flatnonzero(cnt == 0).tolist():
+        out[r] = None
+    return out

@@ -20,6 +20,9 @@ hazards (duplicates at the second endpoint, false ``finishes``/``equals`` while 
 occur. Candidates come from binary searches over the buffers (:class:`SituationBuffer`), in the
 evaluation order of the :class:`Planner`.
 
+``PATTERN B`` (one situation) has no relation to make certain: each situation of B is a match
+at its end, where its aggregates and its time are final, and no situation is buffered.
+
 **The step loop**, the contract of every front end of :class:`PatternMatcher`: a *step* is the
 records of one event of one key. A front end files a step's records into the key's
 :class:`Partition`, collecting its ``changes`` (each situation that started, ended or appeared,
@@ -34,7 +37,7 @@ The three loops stay apart because each is tight over its own carrier.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from situflow.events import plain
@@ -93,15 +96,18 @@ class PatternMatcher:
         self.planner = Planner(query)
         self._steps: dict[tuple[int, ...], list[list[int]]] = {}
         self.refs_by_def = query.refs_by_def
+        self.single = query.single
 
-    @staticmethod
-    def _file(buffer: SituationBuffer, s: Situation, bound: float) -> None:
+    def _file(self, buffer: SituationBuffer, s: Situation, bound: float) -> None:
         buffer.purge(bound)
-        buffer.append(s)
+        if not self.single:  # a match of PATTERN B joins no other situation: keep none
+            buffer.append(s)
 
     def _match(self, part: Partition, key: Any, t: int, changes: list[tuple[Situation, bool]],
                running: RunningValues) -> list[Match]:
         """Every configuration that became certain at this event (time ``t``) of ``key``."""
+        if self.single:
+            return self._ended(key, t, changes, running)
         for b in part.buffers:
             b.purge(t - self.window)
         self.planner.observe([len(b) + (a is not None) for b, a in zip(part.buffers, part.active,
@@ -119,6 +125,14 @@ class PatternMatcher:
         for config in sorted(found, key=lambda ws: tuple(s.ts for s in found[ws])):
             results.append(self._result(found[config], key, t, running))
         return results
+
+    def _ended(self, key: Any, t: int, changes: list[tuple[Situation, bool]],
+               running: RunningValues) -> list[Match]:
+        """``PATTERN B``: each situation of B that ends at this event within the window is a
+        match. It is reported at its end, not when it becomes visible: only then are its
+        aggregates and its end, the result's time (Def 5.7), final (SEMANTICS.md)."""
+        return [self._result([s], key, t, running) for s, _ in changes
+                if s.te is not None and s.te - s.ts <= self.window]
 
     def _steps_of(self, order: tuple[int, ...]) -> list[list[int]]:
         """For each step of ``order``, the earlier definitions it has constraints with."""
@@ -197,13 +211,13 @@ class PatternMatcher:
             key=key,
             ts=max(t if s.te is None else s.te for s in members),
             emitted_at=t,
-            values={name: _safe(fn, aggregates) for name, fn in q.outputs},
+            values={name: return_value(fn, aggregates) for name, fn in q.outputs},
             bindings={d.name: s.to_binding() for d, s in zip(q.definitions, members, strict=True)},
             order=tuple(s.ts for s in members),
         )
 
 
-def _safe(fn: Any, aggregates: list[Any]) -> Any:
+def return_value(fn: Any, aggregates: Sequence[Any]) -> Any:
     """A RETURN value; arithmetic over a missing aggregate gives null, not a crash."""
     try:
         value = fn(aggregates)

@@ -137,6 +137,10 @@ class Planner:
         return result, self.cost(result, sizes, first_size)
 
     def describe(self) -> list[str]:
+        if len(self.names) == 1:
+            # PATTERN B joins nothing: there is no order to choose.
+            (name,) = self.names
+            return [f"  none: each situation of {name} is a match at its end (PATTERN {name})"]
         lines = []
         for trigger in range(len(self.names)):
             order, cost = self.best_order(trigger, self.sizes, first_size=1.0)
