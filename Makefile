@@ -73,7 +73,7 @@ test-fast: $(STAMP)
 
 # Every benchmark (over an hour); bench/README.md has the numbers and how to read them.
 bench: $(STAMP)
-	for b in tpstream tpstream_batches sase plans trends pipeline cli peers devices; do \
+	for b in tpstream tpstream_batches sase plans trends pipeline single_events cli peers devices; do \
 	  PYTHONPATH=. $(PY) bench/$$b.py || exit 1; done
 
 # The same benchmarks on smaller inputs (about 10 minutes), to compare two commits in one sitting.

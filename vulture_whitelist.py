@@ -32,3 +32,6 @@ from tests.devices.test_queues import QueueAgainstAList
 
 QueueAgainstAList.the_thesis_invariants_hold_and_the_valid_data_is_idxr_to_idxw
 _.test_random_operation_sequences_keep_the_invariants
+
+# Faust reads its configuration's attributes (workers/kslack.py bounds the queued bundles).
+_.stream_buffer_maxsize

@@ -264,7 +264,8 @@ def full_replay_order(results: Any) -> Iterator[str]:
 
     Spark sorts them and finds the ids that more than one range gave; the driver holds those
     ids and one sorted chunk of about :data:`CHUNK_ROWS` rows (two while the next is fetched).
-    The results are computed (and kept on the executors) before this returns."""
+    The results are computed (and kept on the executors) before this returns. Results of one
+    chunk are ordered on the driver instead (:func:`_ordered_on_driver`)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -287,6 +288,9 @@ def full_replay_order(results: Any) -> Iterator[str]:
         partition = g[PARTITION]
         floors.append((partition, g[INTERVAL], previous.get(partition)))  # greatest skips None
         previous[partition] = max(previous.get(partition, g["last"]), g["last"])
+    total = sum(g["rows"] for g in groups)
+    if total <= CHUNK_ROWS:
+        return _ordered_on_driver(results, floors)
     floor = results.sparkSession.createDataFrame(
         floors, f"{PARTITION} int, {INTERVAL} int, floor long")
     # An id is dropped only where more than one range gave it: only those ids go to the driver.
@@ -294,11 +298,32 @@ def full_replay_order(results: Any) -> Iterator[str]:
         F.countDistinct(PARTITION, INTERVAL).alias("ranges")).where("ranges > 1")
     collided = {row.result_id for row in repeated.toLocalIterator()}
     order = [F.greatest("order_ts", "floor"), PARTITION, INTERVAL, "order_seq"]
-    chunks = -(-sum(g["rows"] for g in groups) // CHUNK_ROWS)
+    chunks = -(-total // CHUNK_ROWS)
     ordered = (results.join(F.broadcast(floor), [PARTITION, INTERVAL])
                .repartitionByRange(chunks, *order).sortWithinPartitions(*order)
                .select(PARTITION, INTERVAL, "result_id", "json"))
     return _deduplicated(ordered.toLocalIterator(prefetchPartitions=True), collided, results)
+
+
+def _ordered_on_driver(results: Any, floors: list[tuple[int, int, int | None]]
+                       ) -> Iterator[str]:
+    """:func:`full_replay_order` for results of one chunk: collected and ordered on the driver,
+    which saves the two jobs (ids of several ranges, the sort) that cost a selective query
+    most of its run."""
+    floor = {(partition, index): low for partition, index, low in floors}
+    rows = results.select(PARTITION, INTERVAL, "result_id", "order_ts", "order_seq",
+                          "json").collect()
+    ranges: dict[str, set[tuple[int, int]]] = {}
+    for row in rows:
+        ranges.setdefault(row.result_id, set()).add((row[PARTITION], row[INTERVAL]))
+    collided = {result_id for result_id, seen in ranges.items() if len(seen) > 1}
+
+    def order(row: Any) -> tuple[int, int, int, int]:
+        low = floor[row[PARTITION], row[INTERVAL]]
+        return (row.order_ts if low is None else max(row.order_ts, low), row[PARTITION],
+                row[INTERVAL], row.order_seq)
+
+    return _deduplicated(iter(sorted(rows, key=order)), collided, results)
 
 
 def _deduplicated(rows: Iterator[Any], collided: set[str], results: Any) -> Iterator[str]:

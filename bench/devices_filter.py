@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from situflow.devices import DeviceUnavailable, open_device
+from bench import devices_options
 from situflow.devices.device import Device
 from situflow.devices.filter import Filter
 from situflow.lang import ast
@@ -110,23 +110,21 @@ def crossover(table: list[dict[str, Any]], name: str, suffix: str = "") -> int |
     return found
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sizes", nargs=2, type=int, default=(8, 20), metavar=("LO", "HI"),
                         help="batch sizes 2^LO … 2^HI (default 8 20)")
     parser.add_argument("--selectivity", type=float, default=1e-3)
     parser.add_argument("--threads", type=int, default=2, help="threads of multi_threaded")
     parser.add_argument("--seconds", type=float, default=0.1, help="per timed run")
     parser.add_argument("--rounds", type=int, default=5, help="timed runs per implementation")
-    args = parser.parse_args(argv)
-    try:
-        device = open_device("opencl")
-    except DeviceUnavailable as e:
-        print(f"no OpenCL device: {e}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = devices_options.parse(__doc__, argv, options)
+    device = devices_options.opencl()
+    if device is None:
         return 1
-    assert device is not None
-    print(f"device: {device.info.describe()}; lanes {device.lanes}, so batches of "
-          f"{device.lanes * 64} events fill every work-item")
+    print(f"lanes {device.lanes}, so batches of {device.lanes * 64} events fill every work-item")
     sizes = [1 << e for e in range(args.sizes[0], args.sizes[1] + 1)]
     table = rows(device, sizes, selectivity=args.selectivity, threads=args.threads,
                  seconds=args.seconds, rounds=args.rounds)

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from situflow.devices import DeviceUnavailable, open_device
+from bench import devices_options
 from situflow.events import EventBatch
 from situflow.nfa.cooperative.matcher import (
     CooperativeOperator,
@@ -156,19 +156,16 @@ def table(title: str, found: list[dict[str, Any]], key: str) -> None:
               f"{r['events_per_s'] / max(r['cpu_per_wall'], 1e-9):,.0f} | {r['load']:.1f} |")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exp", type=int, choices=[1, 2], action="append")
     parser.add_argument("--smallest", type=int, default=10, help="Exp 1: smallest window 2^n")
     parser.add_argument("--largest", type=int, default=16, help="Exp 1: largest window 2^n")
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args(argv)
-    try:
-        device = open_device("opencl")
-    except DeviceUnavailable as e:
-        print(f"no OpenCL device ({e}): CPU implementations only")
-        device = None
-    print(f"device: {device.info.describe() if device is not None else '-'}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = devices_options.parse(__doc__, argv, options)
+    device = devices_options.opencl("; CPU implementations only")
     experiments = args.exp or [1, 2]
     if 1 in experiments:
         windows = [1 << n for n in range(args.smallest, args.largest + 1)]

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from situflow.devices import DeviceUnavailable, open_device
+from bench import devices_options
 from situflow.devices.join import IMPLEMENTATIONS, PairProbe
 from situflow.devices.windows import RangeAggregator
 from situflow.tpstream.derive import kernel as derivation
@@ -196,19 +196,17 @@ def print_table(title: str, table: list[dict[str, Any]]) -> None:
                                               else "OpenCL never stays ahead"))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-exp", type=int, default=8)
     parser.add_argument("--max-exp", type=int, default=20)
     parser.add_argument("--step", type=int, default=2)
-    args = parser.parse_args(argv)
-    try:
-        device = open_device("opencl")
-    except DeviceUnavailable as e:
-        print(f"no OpenCL device: {e}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = devices_options.parse(__doc__, argv, options)
+    device = devices_options.opencl()
+    if device is None:
         return 1
-    assert device is not None
-    print(f"device: {device.info.describe()}")
     sizes = [1 << e for e in range(args.min_exp, args.max_exp + 1, args.step)]
     table = rows(device, sizes)
     print_table("aggregation: SUM, slide 1 event", [r for r in table if r["operator"] == "aggregation"])

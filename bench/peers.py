@@ -9,8 +9,9 @@ Engines, each on the same events, each checked to return the same result rows as
 engine (normal form: per match the partition key, the first and last timestamps and the
 aggregates; :mod:`bench.peers_numpy`):
 
-1. ``situflow run``: the CLI in a subprocess on the JSON-lines file, wall time (start-up,
-   parsing and writing the results included);
+1. ``situflow run``: the CLI in a subprocess on the JSON-lines file, and on the same events as
+   a Parquet file (:func:`bench.workloads.write_parquet`), wall time (start-up, reading and
+   writing the results included);
 2. situflow's engine on in-memory batches of 65,536 events (compiled before the clock starts);
 3. Flink SQL ``MATCH_RECOGNIZE`` through PyFlink (:mod:`bench.peers_flink`), parallelism 1
    as situflow's one core (``--flink-parallelism``), run once (a job takes minutes) after a
@@ -18,8 +19,9 @@ aggregates; :mod:`bench.peers_numpy`):
    collecting its last row, and its net runtime as Flink counts it;
 4. DuckDB window SQL (:mod:`bench.peers_sql`), with DuckDB's threads (one per core; or
    ``--duckdb-threads``): on a table
-   already in DuckDB, on the JSON-lines file (reading it included), and on the file in a
-   subprocess (wall time, like the CLI's: start-up, reading, the query, writing the rows);
+   already in DuckDB, on the JSON-lines file and on the Parquet file (reading it included),
+   and on each file in a subprocess (wall time, like the CLI's: start-up, reading, the query,
+   writing the rows): each CLI row is compared with DuckDB reading the same file;
 5. the same queries in vectorized numpy (:mod:`bench.peers_numpy`), the floor.
 
 Every time but Flink's is the best of ``--runs``. Prints events/s per engine and workload and
@@ -36,6 +38,7 @@ dependency is absent (PyFlink or Java, DuckDB) is skipped with a message.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import math
@@ -60,6 +63,7 @@ from bench.workloads import (
     car_readings,
     stock_ticks,
     write_jsonl,
+    write_parquet,
 )
 from situflow.events import EventBatch
 from situflow.languages import compile_query
@@ -243,9 +247,11 @@ json.dump(con.execute(sys.argv[2]).fetchall(), sys.stdout)"""
 Measure = tuple[str, str, float, list[Row], str]
 
 
-def duckdb_engine(w: Workload, events: Path, runs: int, threads: int | None) -> list[Measure]:
-    """DuckDB on a table already in DuckDB, on the JSON-lines file, and on the file in a process
-    of its own (wall time): (name, label, seconds, rows, note) each; none without DuckDB."""
+def duckdb_engine(w: Workload, events: Path, parquet: Path, runs: int, threads: int | None
+                  ) -> list[Measure]:
+    """DuckDB on a table already in DuckDB, on the JSON-lines file and the Parquet file, and on
+    each file in a process of its own (wall time): (name, label, seconds, rows, note) each;
+    none without DuckDB."""
     if importlib.util.find_spec("duckdb") is None:
         print("duckdb: skipped, not installed (pip install 'situflow[peers]')")
         return []
@@ -254,20 +260,26 @@ def duckdb_engine(w: Workload, events: Path, runs: int, threads: int | None) -> 
     table_seconds, found = best(runs, lambda: con.execute(w.duckdb).fetchall())
     con.execute(f"DROP TABLE {w.table}")
     path = str(events).replace("'", "''")
-    view = (f"CREATE VIEW {w.table} AS SELECT * FROM read_json('{path}', "
-            "format = 'newline_delimited')")
-    con.execute(view)
-    file_seconds, from_file = best(runs, lambda: con.execute(w.duckdb).fetchall())
+    views = {"": (f"CREATE VIEW {w.table} AS SELECT * FROM read_json('{path}', "
+                  "format = 'newline_delimited')", "JSON-lines file"),
+             "_parquet": (f"CREATE VIEW {w.table} AS SELECT * FROM read_parquet('"
+                          + str(parquet).replace("'", "''") + "')", "Parquet file")}
+    measured = [("duckdb", "DuckDB window SQL, table in DuckDB", table_seconds,
+                 rows_of(w, found), f"; {threads} threads")]
+    for key, (view, name) in views.items():
+        con.execute(view)
+        file_seconds, from_file = best(runs, lambda: con.execute(w.duckdb).fetchall())
+        con.execute(f"DROP VIEW {w.table}")
+        command = [sys.executable, "-c", DUCKDB_PROCESS, view, w.duckdb,
+                   f"SET threads = {threads}"]
+        process_seconds, done = best(runs, functools.partial(
+            subprocess.run, command, check=True, capture_output=True, text=True))
+        measured += [(f"duckdb_file{key}", f"DuckDB, on the {name}", file_seconds,
+                      rows_of(w, from_file), ""),
+                     (f"duckdb_process{key}", f"DuckDB, {name}, subprocess, wall",
+                      process_seconds, rows_of(w, json.loads(done.stdout)), "")]
     con.close()
-    command = [sys.executable, "-c", DUCKDB_PROCESS, view, w.duckdb, f"SET threads = {threads}"]
-    process_seconds, done = best(runs, lambda: subprocess.run(
-        command, check=True, capture_output=True, text=True))
-    return [("duckdb", "DuckDB window SQL, table in DuckDB", table_seconds, rows_of(w, found),
-             f"; {threads} threads"),
-            ("duckdb_file", "DuckDB, on the JSON-lines file", file_seconds,
-             rows_of(w, from_file), ""),
-            ("duckdb_process", "DuckDB, JSON-lines file, subprocess, wall", process_seconds,
-             rows_of(w, json.loads(done.stdout)), "")]
+    return measured
 
 
 def flink_python(given: str | None) -> str | None:
@@ -330,11 +342,12 @@ def measure(w: Workload, a: argparse.Namespace, python: str | None, tmp: Path
             ) -> dict[str, float]:
     """Runs every engine on ``w``; prints a line each; returns the seconds by engine."""
     runs = a.runs
-    events = tmp / f"{w.name}.jsonl"
-    size = write_jsonl(w.columns, events)
+    events, parquet = tmp / f"{w.name}.jsonl", tmp / f"{w.name}.parquet"
+    size, parquet_size = write_jsonl(w.columns, events), write_parquet(w.columns, parquet)
     t_engine, reference = engine(w, runs)
-    print(f"\n{w.name}: {w.events:,} events, JSON-lines file {size / 1e6:.0f} MB, "
-          f"{len(reference):,} result rows; best of {runs} (Flink: one run)")
+    print(f"\n{w.name}: {w.events:,} events, JSON-lines file {size / 1e6:.0f} MB, Parquet file "
+          f"{parquet_size / 1e6:.1f} MB, {len(reference):,} result rows; best of {runs} "
+          "(Flink: one run)")
     print(f"{'engine':<44}{'seconds':>9}{'events/s':>14}  rows")
     seconds = {"engine": t_engine}
 
@@ -346,6 +359,9 @@ def measure(w: Workload, a: argparse.Namespace, python: str | None, tmp: Path
     t_cli, rows = cli(w, events, tmp, runs)
     seconds["cli"] = t_cli
     line("situflow run (CLI, subprocess, wall)", t_cli, rows)
+    t_cli_parquet, rows = cli(w, parquet, tmp, runs)
+    seconds["cli_parquet"] = t_cli_parquet
+    line("situflow run on Parquet (subprocess, wall)", t_cli_parquet, rows)
     line("situflow engine, in-memory batches", t_engine, None)
     found = flink(w, python, a.flink_parallelism, tmp)
     if found:
@@ -357,7 +373,8 @@ def measure(w: Workload, a: argparse.Namespace, python: str | None, tmp: Path
              f"; JVM start {f['start']:.1f} s, warm-up job ({FLINK_WARMUP:,} events) "
              f"{f['warmup']:.1f} s, process {f['process']:.1f} s",
              w.flink_misses(w.columns, reference))
-    for key, label, duration, rows, note in duckdb_engine(w, events, runs, a.duckdb_threads):
+    for key, label, duration, rows, note in duckdb_engine(w, events, parquet, runs,
+                                                          a.duckdb_threads):
         seconds[key] = duration
         line(label, duration, rows, note)
     t_numpy, rows = numpy_floor(w, runs)
@@ -373,6 +390,13 @@ def ratios(name: str, s: dict[str, float]) -> None:
                ("CLI / DuckDB (table)", "cli", "duckdb", 1.0),
                ("CLI / DuckDB (JSON-lines file)", "cli", "duckdb_file", 1.0),
                ("CLI / DuckDB (file, subprocess)", "cli", "duckdb_process", 1.0),
+               ("CLI on Parquet / Flink job", "cli_parquet", "flink", 20.0),
+               ("CLI on Parquet / Flink net runtime", "cli_parquet", "flink_net", 20.0),
+               ("CLI on Parquet / DuckDB (table)", "cli_parquet", "duckdb", 1.0),
+               ("CLI on Parquet / DuckDB (Parquet file)", "cli_parquet", "duckdb_file_parquet",
+                1.0),
+               ("CLI on Parquet / DuckDB (Parquet, subprocess)", "cli_parquet",
+                "duckdb_process_parquet", 1.0),
                ("engine / DuckDB (table)", "engine", "duckdb", 2.0),
                ("engine / numpy", "engine", "numpy", 1 / 3)]
     print(f"{name} targets{'speed ratio':>42}{'target':>10}")

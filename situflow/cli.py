@@ -1,7 +1,7 @@
 """The ``situflow`` command line (CLI contract in ARCHITECTURE.md).
 
-    situflow run QUERY_FILE --input EVENTS.jsonl [--output RESULTS.jsonl]
-                 [--timeline FILE.html|FILE.svg]
+    situflow run QUERY_FILE --input EVENTS.jsonl|EVENTS.parquet|EVENTS.arrow|- [--output RESULTS.jsonl]
+                 [--input-format jsonl|parquet|arrow] [--timeline FILE.html|FILE.svg]
     situflow check QUERY_FILE
     situflow explain QUERY_FILE [--output PICTURE.html|PICTURE.svg]
     situflow demo [--events N] [--cars N]
@@ -11,7 +11,8 @@
 
 Query errors print ``QUERY_FILE:line:col: message`` with the line and a caret, exit code 2.
 Bad input lines are reported with their line number and skipped (a count at the end), unless
-``--strict``, which stops at the first with exit code 1.
+``--strict``, which stops at the first with exit code 1. Parquet and Arrow IPC inputs
+(:mod:`situflow.io.columnar`) follow the same rules, with the 1-based row number for the line.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from situflow.devices.discovery import DeviceUnavailable
 from situflow.errors import EXIT_INPUT, EXIT_QUERY, InputError, QueryError
 from situflow.event_types import carried, conform
 from situflow.events import EventBatch
-from situflow.io.jsonl import Block, Fields, read_blocks
+from situflow.io.columnar import FORMATS, ColumnarFile, input_format, open_columnar, read_columnar
+from situflow.io.jsonl import STDIN, STDIN_NAME, Block, Fields, read_blocks
 from situflow.io.pandas_probe import skip_pandas_probe
 from situflow.lang.attributes import AttributeTypes
 from situflow.languages import compile_query
@@ -48,6 +50,8 @@ DEVICES = ("cpu", "opencl", "auto")
 #: them over so few events (2 µs per event for TPStream derivation, up to 0.4 ms for an NFA^b
 #: with many live runs).
 INTERPRET_BELOW = 128 << 10
+#: The same bound for Parquet and Arrow inputs, in rows (about 64 bytes of JSON each).
+INTERPRET_ROWS_BELOW = INTERPRET_BELOW // 64
 #: The languages whose operators always run numba kernels (SASE+ runs them for some queries):
 #: for these, numba loads while the first block is parsed.
 KERNEL_LANGUAGES = ("tpstream", "cogra")
@@ -71,9 +75,13 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="situflow", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="evaluate a query over a JSON-lines file")
+    run = sub.add_parser("run", help="evaluate a query over a file of events")
     run.add_argument("query", type=Path, metavar="QUERY_FILE")
-    run.add_argument("--input", "-i", type=Path, required=True, metavar="EVENTS.jsonl")
+    run.add_argument("--input", "-i", type=Path, required=True, metavar="EVENTS",
+                     help="JSON lines, Parquet (.parquet) or Arrow IPC (.arrow, .arrows); "
+                          "- reads JSON lines from standard input")
+    run.add_argument("--input-format", choices=FORMATS,
+                     help="the input's format (default: by its suffix; JSON lines otherwise)")
     run.add_argument("--output", "-o", type=Path, metavar="RESULTS.jsonl",
                      help="write results here instead of standard output")
     _add_stream_options(run)
@@ -192,17 +200,13 @@ def _devices(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from situflow.timeline.page import MissingExtraError, PictureFormatError, check_picture
+    from situflow.timeline.option import picture_refused
+    from situflow.timeline.page import PictureFormatError
 
     output = args.output or Path(args.query.stem + ".html")
-    try:
-        check_picture(output)
-    except PictureFormatError as e:
-        print(f"situflow: --output FILE {e}", file=sys.stderr)
-        return EXIT_QUERY
-    except MissingExtraError as e:
-        print(f"situflow: {e}", file=sys.stderr)
-        return EXIT_INPUT
+    refused = picture_refused(output, "--output")
+    if refused is not None:
+        return EXIT_QUERY if isinstance(refused, PictureFormatError) else EXIT_INPUT
     compiled, code = _compile(args)
     if compiled is None:
         return code
@@ -225,22 +229,46 @@ def _run(args: argparse.Namespace) -> int:
     if compiled is None:
         return code
     fields = Fields(args.time_field, args.type_field, "id", args.time_unit)
-    try:
-        total = args.input.stat().st_size
-    except OSError as e:
-        print(f"situflow: cannot read {args.input}: {e.strerror}", file=sys.stderr)
+    opened = _open_input(args)
+    if opened is None:
         return EXIT_INPUT
     skip_pandas_probe()
-    small = total < INTERPRET_BELOW
+    if isinstance(opened, ColumnarFile):
+        total = opened.size
+        small = opened.rows is not None and opened.rows < INTERPRET_ROWS_BELOW
+    else:
+        total = opened
+        small = total < INTERPRET_BELOW and str(args.input) != STDIN
     if not small and compiled.language in KERNEL_LANGUAGES:
         jit.compile_in_background()
     with jit.interpreted(small):
-        return _evaluate(args, compiled, fields, total)
+        blocks = (read_columnar(opened, fields) if isinstance(opened, ColumnarFile)
+                  else read_blocks(args.input, fields))
+        return _evaluate(args, compiled, fields, blocks, total)
+
+
+def _open_input(args: argparse.Namespace) -> ColumnarFile | int | None:
+    """The columnar input opened, or the size of a JSON-lines one in bytes (0 for standard
+    input); None, the reason printed, if it cannot be read."""
+    fmt = input_format(args.input, args.input_format)
+    if str(args.input) == STDIN:
+        if fmt != "jsonl":
+            print(f"situflow: standard input is read as JSON lines, not {fmt}: give a file",
+                  file=sys.stderr)
+            return None
+        return 0
+    try:
+        return open_columnar(args.input, fmt) if fmt != "jsonl" else args.input.stat().st_size
+    except OSError as e:
+        print(f"situflow: cannot read {args.input}: {e.strerror}", file=sys.stderr)
+    except InputError as e:
+        print(f"situflow: {e}", file=sys.stderr)
+    return None
 
 
 def _evaluate(args: argparse.Namespace, compiled: CompiledQuery, fields: Fields,
-              total: int) -> int:
-    """``situflow run`` once the query compiled and the input is there: the results, the
+              blocks: Iterable[Block], total: int) -> int:
+    """``situflow run`` once the query compiled and the input is open: the results, the
     rejections and the timeline."""
     show = sys.stderr.isatty() if args.progress is None else args.progress
     progress = Progress(total, "bytes") if show else None
@@ -251,8 +279,8 @@ def _evaluate(args: argparse.Namespace, compiled: CompiledQuery, fields: Fields,
     unseen = set(types.used)
     timeline = timeline_for(compiled) if args.timeline else None
     try:
-        source = str(args.input)
-        stream = _ordered(_typed(read_blocks(args.input, fields), types, unseen, source), source)
+        source = STDIN_NAME if str(args.input) == STDIN else str(args.input)
+        stream = _ordered(_typed(blocks, types, unseen, source), source)
         for batch, errors, read in stream:
             if errors and args.strict:
                 print(f"situflow: {min(errors, key=lambda e: e.position or 0)}", file=sys.stderr)
@@ -268,6 +296,9 @@ def _evaluate(args: argparse.Namespace, compiled: CompiledQuery, fields: Fields,
         write_results(results, out)
         if timeline:
             timeline.add(None, results)
+    except InputError as e:  # a file that stops being readable part of the way through
+        print(f"situflow: {e}", file=sys.stderr)
+        return EXIT_INPUT
     finally:
         rejections.close()
         if progress:

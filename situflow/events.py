@@ -117,8 +117,13 @@ class EventBatch:
 
 def numpy_column(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """An Arrow column as the operators read it: integers int64 (float64 with NaN where
-    missing), floats float64, booleans bool (object where missing), anything else object."""
+    missing), floats float64, booleans bool (object where missing), anything else object
+    (a dictionary-encoded column as its values would be)."""
     kind = column.type
+    if pa.types.is_dictionary(kind) and not _is_text(kind.value_type):
+        return numpy_column(column.dictionary_decode() if isinstance(column, pa.Array)
+                            else pa.chunked_array([c.dictionary_decode() for c in column.chunks],
+                                                  kind.value_type))
     if pa.types.is_integer(kind) or pa.types.is_floating(kind):
         if column.null_count:
             if pa.types.is_integer(kind) and _beyond_doubles(column):
@@ -138,9 +143,36 @@ def text_column(column: pa.ChunkedArray | pa.Array) -> np.ndarray | None:
     """A text column as an object array of str (None where missing), converted in C (the
     values :func:`object_array` of ``to_pylist`` gives, at a tenth of the cost); None for a
     column of another type."""
-    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+    kind = column.type
+    if pa.types.is_dictionary(kind) and _is_text(kind.value_type):
+        return _dictionary_text(column)
+    if not _is_text(kind):
         return None
     return np.asarray(column.to_numpy(zero_copy_only=False), dtype=object)
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def _dictionary_text(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A dictionary-encoded text column as :func:`text_column` gives its values, with one
+    ``str`` per distinct value, not per row: every row refers to its value's object. (The
+    compiled loop factorizes texts by object identity, :mod:`situflow.nfa.kernel.texts`.)"""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    parts = []
+    for chunk in chunks:
+        # The values, then None at the end for the rows that have no value.
+        values = np.empty(len(chunk.dictionary) + 1, dtype=object)
+        values[:-1] = chunk.dictionary.to_numpy(zero_copy_only=False)
+        # Indices with nulls come as floats with NaN (no pyarrow.compute, 30 ms of start-up).
+        indices = np.asarray(chunk.indices.to_numpy(zero_copy_only=False))
+        if chunk.indices.null_count:
+            indices = np.where(np.isnan(indices), len(values) - 1, indices)
+        parts.append(values[indices.astype(np.intp, copy=False)])
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=object)
 
 
 def _beyond_doubles(column: pa.ChunkedArray | pa.Array) -> bool:

@@ -109,6 +109,11 @@ class OffsetLedger:
         self.rewinding[topic] = offset if found is None else max(found, offset)
         return Gap(applied + 1, found is not None)
 
+    def apply_run(self, topic: str, last: int) -> None:
+        """The messages fetched together after an admitted one, up to ``last``, are applied
+        with it (a service applies a fetched run of messages at once)."""
+        self._apply(topic, last)
+
     def deleted_before(self, topic: str, first: int, offset: int) -> bool:
         """Retention deleted the offsets before ``first``, the earliest left, which were never
         applied: resume at ``first``. Returns whether the message at ``offset`` is now the next

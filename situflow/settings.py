@@ -342,6 +342,9 @@ class ServiceSettings(_Settings):
         "tests only: a message holding these bytes kills its worker (SIGKILL)"))
     test_raise_on: str | None = Field(None, description=(
         "tests only: K-slack raises on an event holding these bytes"))
+    test_registry_delay: float = Field(0.0, ge=0, description=(
+        "tests only: seconds an evaluating service's registry reader waits before it applies "
+        "each record"))
 
     kafka: KafkaSettings = Field(default_factory=KafkaSettings, description=(
         "the KAFKA_* variables"))

@@ -131,6 +131,20 @@ class CrashRecord:
         """Whether the message crashed the worker too often (asked for every message)."""
         return bool(self._quarantine) and (topic, partition, offset) in self._quarantine
 
+    def suspect(self, topic: str, partition: int, first: int, last: int,
+                now: float | None = None) -> bool:
+        """Whether a bundle of the records ``first..last`` of ``topic[partition]`` goes one
+        record at a time (:mod:`workers.bundles`): it holds a quarantined message, or a crash
+        within the window happened at or before ``last``. A crash while a bundle was handled
+        is recorded at its first offset, so every later bundle that may hold the message that
+        crashed goes one at a time, and the next crash is pinned to one message."""
+        if not self.crashes:
+            return False
+        now = time.time() if now is None else now
+        return any(t == topic and p == partition and (
+            (first <= o <= last and (t, p, o) in self._quarantine)
+            or (o <= last and now - at <= self.window)) for t, p, o, at in self.crashes)
+
     def recent(self, now: float | None = None) -> int:
         """Crashes within the window before ``now``."""
         now = time.time() if now is None else now

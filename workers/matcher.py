@@ -12,7 +12,8 @@ unpartitioned stream one consumer per query merges the situation batches in sequ
 which the batch goes to the DLQ and the query stops until submitted again.
 State: per partition the matchers, mergers and positions, in the ``matchers`` table. Metrics:
 the common ones, buffered and open situations, SASE+ partial matches, merge gauges and their
-limit (``situflow_merge_max_pending_batches``).
+limit (``situflow_merge_max_pending_batches``), and the waits for the registry reader
+(``situflow_registry_wait*``, :mod:`workers.query_source`).
 Design: ARCHITECTURE.md, "The services". Run: ``situflow serve matcher``.
 """
 

@@ -48,6 +48,14 @@ checkpoints' effects. Offsets then skip over transaction markers (the ledger's
 ``exactly_once``), a rewind's tick is sent in the transaction, and the transactional id, the
 partition's, fences a zombie.
 
+**Bundles** (:mod:`workers.bundles`): a bundle of input records is applied as one run of
+offsets (the records up to the last applied are dropped as repeats, the first after it is
+admitted as a message is, and the run's last offset is then the last applied); it is held, and
+acknowledged, as one message. Where messages must be told apart (a replay looking for a failing
+message, a known poison message in the bundle, a recent crash of the process at or before it),
+the bundle is split and each record goes the way of one message; a rebalance while its records
+are handled drops those left, as Faust drops a message taken before a rebalance.
+
 **Processing errors** (:mod:`workers.failures`): an exception while a message or tick of a
 partition is handled drops that partition's memory: its next message restores the checkpoint
 and reveals a gap, and the input is replayed with the failing message skipped
@@ -64,7 +72,8 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from bisect import bisect_right
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Generic, TypeVar, cast
@@ -77,6 +86,7 @@ from faust.types.enums import ProcessingGuarantee
 
 from situflow.kslack.pacing import caught_up
 from situflow.offsets import Apply, Gap, OffsetLedger, Repeat
+from workers.bundles import BundledEvent, records_of, split
 from workers.failures import (
     CONTINUE,
     EXIT_PROCESSING_ERROR,
@@ -248,7 +258,9 @@ class PartitionStates(Generic[S]):
     @staticmethod
     def _hold(part: _PartitionState[S], event: Any) -> None:
         message = event.message
-        part.held.append(event)
+        acknowledged = _acknowledged_with(event)
+        if acknowledged is not None:
+            part.held.append(acknowledged)
         part.offsets.hold(message.topic, message.offset)
 
     def want_tick(self, partition: int, now: float) -> bool:
@@ -310,24 +322,60 @@ class PartitionStates(Generic[S]):
         self._inputs = [topic for topic in stream.channel.topics if topic != ticks]
         self._ticks = self.app.topic(ticks, key_serializer="raw", value_serializer="raw")
         async for event in self._stream.events():
-            partition = event.message.partition
-            handle: Callable[[], Awaitable[None]] | None = None
-            if event.message.topic == ticks:
-                self.tick_arrived(partition)
-                await self._position(partition)
-                await self._seek_back(partition, event.value)
-                await self._acknowledge(self._part(partition), event)
-                if on_tick is not None:
-                    handle = partial(on_tick, partition)
-            elif await self._admit(event):
-                handle = partial(self._handle, event, on_message, on_poison)
-            try:
-                if handle is not None:
-                    await handle()
-                if self.due(partition):
-                    await self.checkpoint(partition)
-            except Exception as exc:  # workers.failures: no message may stop the service
-                self._failed(event, exc, tick=event.message.topic == ticks)
+            records = records_of(event)
+            if records is not None and self._one_by_one(event.message, records):
+                generation = self._generation
+                for record in split(event):
+                    # Faust drops a message taken before a rebalance (its generation's): so
+                    # are the records left, which the rebalance's seek or a rewind bring again.
+                    if generation != self._generation:
+                        break
+                    await self._dispatch(record, ticks, on_message, on_tick, on_poison)
+            else:
+                await self._dispatch(event, ticks, on_message, on_tick, on_poison)
+
+    async def _dispatch(
+        self,
+        event: Any,
+        ticks: str,
+        on_message: Callable[[Any], Awaitable[None]],
+        on_tick: Callable[[int], Awaitable[None]] | None,
+        on_poison: Callable[[Any, Failure], Awaitable[None]] | None,
+    ) -> None:
+        """Handle one message, bundle or tick (:meth:`consume`), then checkpoint if due."""
+        partition = event.message.partition
+        handle: Callable[[], Awaitable[None]] | None = None
+        if event.message.topic == ticks:
+            self.tick_arrived(partition)
+            await self._position(partition)
+            await self._seek_back(partition, event.value)
+            await self._acknowledge(self._part(partition), event)
+            if on_tick is not None:
+                handle = partial(on_tick, partition)
+        elif await self._admit(event):
+            handle = partial(self._handle, event, on_message, on_poison)
+        try:
+            if handle is not None:
+                await handle()
+            if self.due(partition):
+                await self.checkpoint(partition)
+        except Exception as exc:  # workers.failures: no message may stop the service
+            self._failed(event, exc, tick=event.message.topic == ticks)
+
+    def _one_by_one(self, message: Any, records: Sequence[Any]) -> bool:
+        """Whether a bundle's records go one at a time (module doc): its partition replays
+        carefully, a poison message or a recent crash lies in or before its offsets, or they
+        are no run of consecutive offsets (only transactions skip offsets)."""
+        topic, partition = message.topic, message.partition
+        first, last = records[0].offset, records[-1].offset
+        if partition in self._careful:
+            return True
+        poison = self._poison.get((topic, partition))
+        if poison and any(first <= offset <= last for offset in poison):
+            return True
+        if self.crashes is not None and self.crashes.suspect(topic, partition, first, last):
+            return True
+        return not self.exactly_once and last - first + 1 != len(records)
 
     def failures(self, event: Any) -> list[Failure]:
         """The failures found earlier at this message (empty but on a replay after one): the
@@ -346,6 +394,7 @@ class PartitionStates(Generic[S]):
                       on_poison: Callable[[Any, Failure], Awaitable[None]] | None) -> None:
         message = event.message
         topic, partition, offset = message.topic, message.partition, message.offset
+        records = records_of(event)
         self._last[partition] = event
         skip = [f for f in self.failures(event) if f.query is None]
         crashes = self.crashes
@@ -362,7 +411,8 @@ class PartitionStates(Generic[S]):
             self._settle(partition)
             return
         if crashes is not None:
-            crashes.begin(topic, partition, offset)
+            # A bundle's first offset: a crash splits the bundles from there (_one_by_one).
+            crashes.begin(topic, partition, offset if records is None else records[0].offset)
         try:
             await on_message(event)
             careful = self._careful.get(partition)
@@ -399,7 +449,8 @@ class PartitionStates(Generic[S]):
         if part is None:
             return  # revoked meanwhile: its next owner restores the checkpoint anyway
         careful = self._careful.pop(partition, None)
-        query = isinstance(exc, QueryFailed) and not tick
+        # A bundle is not one message to blame: it is replayed one message at a time.
+        query = isinstance(exc, QueryFailed) and not tick and records_of(event) is None
         # At a tick of a careful replay, the last message handled is the one to blame.
         blamed = event if not tick else self._last.get(partition) if careful is not None else None
         if blamed is None or not (query or careful is not None):
@@ -427,8 +478,25 @@ class PartitionStates(Generic[S]):
         self._last.pop(partition, None)
 
     async def _admit(self, event: Any) -> bool:
-        """Whether ``event`` is the next message of its topic partition, to apply; rewinds the
-        partition at a gap (:mod:`situflow.offsets`)."""
+        """Whether ``event`` is the next message of its topic partition, or a bundle holding
+        it, to apply (a bundle's records are narrowed to those); rewinds the partition at a
+        gap (:mod:`situflow.offsets`)."""
+        records = records_of(event)
+        if records is None:
+            return await self._admit_message(event)
+        message = event.message
+        part = self._part(message.partition)
+        fresh = bisect_right(records, part.offsets.last_applied(message.topic),
+                             key=_offset)
+        if fresh == len(records):  # all repeats: as the last one
+            return await self._admit_message(event)
+        if not await self._admit_message(BundledEvent(event, records[fresh])):
+            return False
+        message.records = records[fresh:]
+        part.offsets.apply_run(message.topic, message.offset)
+        return True
+
+    async def _admit_message(self, event: Any) -> bool:
         message = event.message
         part = self._part(message.partition)
         topic, offset = message.topic, message.offset
@@ -470,10 +538,13 @@ class PartitionStates(Generic[S]):
     async def _acknowledge(self, part: _PartitionState[S], event: Any) -> None:
         """Acknowledge an event whose effect is stored (or that has none); with transactions
         only at the next checkpoint, so that no commit takes the output of later input."""
+        acknowledged = _acknowledged_with(event)
+        if acknowledged is None:
+            return
         if self.exactly_once:
-            part.held.append(event)
+            part.held.append(acknowledged)
         else:
-            await self._stream.ack(event)
+            await self._stream.ack(acknowledged)
 
     async def _position(self, partition: int) -> None:
         """Once after a restore, when the rebalance has ended: rewind each input that no message
@@ -578,3 +649,15 @@ class PartitionStates(Generic[S]):
             consumer = cast(Consumer, self.app.consumer)
             await consumer.force_commit({event.message.tp for event in held})
         part.checkpointed_at = time.monotonic()
+
+
+def _acknowledged_with(event: Any) -> Any:
+    """The Faust event whose acknowledgement is ``event``'s: itself, or for a bundle's record
+    the bundle's, with its last record (None for the others)."""
+    if isinstance(event, BundledEvent):
+        return event.bundle if event.last else None
+    return event
+
+
+def _offset(record: Any) -> int:
+    return record.offset

@@ -29,7 +29,7 @@ what the index covers: per archive partition the next seq not indexed (``covered
 Builds of one attribute must not run concurrently. :func:`build_index` builds in-process;
 a Spark build (``batch/``) may run :func:`partition_rows` per archive partition in its tasks,
 sort and write with :func:`write_part`, and commit with :func:`commit_build`. The reader also
-reads manifests whose ``files`` are bare file names (no sizes or histograms: estimates then come
+reads manifests whose ``files`` are bare file names (no sizes or quantiles: estimates then come
 from the part files' row-group statistics) and continues key_seq after a build that kept no
 ``key_next`` by counting the earlier events' keys.
 """
@@ -172,9 +172,25 @@ def write_part(archive: Archive, topic: str, attribute: str, name: str, rows: pa
     data = sink.getvalue().to_pybytes()
     archive.write_file(f"{directory}/{name}", data)
     values = rows.column("value").to_numpy(zero_copy_only=False)
-    positions = np.linspace(0, len(values) - 1, min(len(values), HISTOGRAM_BUCKETS + 1))
     return {"name": name, "rows": rows.num_rows, "bytes": len(data),
-            "histogram": [_plain(values[int(p)]) for p in positions]}
+            "quantiles": [[p, _plain(values[p])] for p in quantile_positions(len(values))]}
+
+
+def quantile_positions(rows: int) -> list[int]:
+    """Positions (in value order) of the values the manifest keeps for estimates: the bounds of
+    an equi-depth histogram of :data:`HISTOGRAM_BUCKETS` buckets, refined towards both ends at
+    positions 1, 2, 4, … from the first and the last value. Selective predicates ask for a tail
+    (``speed > 200``), which an equi-depth bucket of 1/64 of the rows overestimates by orders of
+    magnitude; the refined ends bound a tail of k rows within a factor of two."""
+    if rows == 0:
+        return []
+    positions = {round(p) for p in np.linspace(0, rows - 1,
+                                                min(rows, HISTOGRAM_BUCKETS + 1))}
+    step = 1
+    while step < rows / HISTOGRAM_BUCKETS:
+        positions |= {step, rows - 1 - step}
+        step *= 2
+    return sorted(positions)
 
 
 def commit_build(archive: Archive, topic: str, attribute: str, kind: str,
@@ -253,7 +269,7 @@ class SecondaryIndex:
         self.attribute = attribute
         self.kind: str = manifest["kind"]
         self.manifest = manifest
-        # A build may list file names only; commit_build adds sizes and histograms.
+        # A build may list file names only; commit_build adds sizes and quantiles.
         self.parts: list[dict[str, Any]] = [{"name": f} if isinstance(f, str) else f
                                             for f in manifest["files"]]
         #: Compressed bytes of the index's column chunks read by :meth:`lookup` so far.
@@ -297,7 +313,7 @@ class SecondaryIndex:
                                ("key_seq", "ascending")])
 
     def estimate(self, condition: Condition) -> int:
-        """The rows :meth:`lookup` would give, from the manifest's equi-depth histograms, or
+        """The rows :meth:`lookup` would give, from the quantiles the manifest keeps, or
         the part files' row-group statistics where it has none (values uniform within a
         bucket), without reading index values."""
         ranges = [r for r in map(self._range, condition.ranges) if _comparable(r, self.kind)]
@@ -308,7 +324,18 @@ class SecondaryIndex:
         return round(total)
 
     def _buckets(self, part: dict[str, Any]) -> list[tuple[Any, Any, float]]:
-        """``(low, high, rows)`` value buckets of a part file."""
+        """``(low, high, rows)`` value buckets of a part file: between kept quantiles (the rows
+        between two kept positions), an older build's equi-depth histogram, or the part's
+        row-group statistics."""
+        quantiles = part.get("quantiles")
+        if quantiles:
+            # Each kept value is a bucket of its own, the rows between two of them a bucket
+            # of the values between: a tail of a few rows is then counted exactly.
+            first = quantiles[0][1]
+            buckets = [(first, first, float(part["rows"] - quantiles[-1][0]))]
+            for (start, low), (end, high) in pairwise(quantiles):
+                buckets += [(low, high, float(end - start - 1)), (high, high, 1.0)]
+            return buckets
         bounds = part.get("histogram")
         if bounds is not None:
             if len(bounds) == 1:

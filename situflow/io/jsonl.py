@@ -7,13 +7,12 @@ parsing, so every bad line is reported with its line number and the good ones ar
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
-import queue
 import re
-import threading
+import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -22,11 +21,15 @@ import pyarrow as pa
 import pyarrow.json as pajson
 
 from situflow.codecs.arrow_events import BUILD_ERRORS, array_of, has_struct
-from situflow.codecs.event_time import json_kind, time_column, values_ticks
+from situflow.codecs.event_time import json_kind, values_ticks
 from situflow.errors import InputError
 from situflow.events import EventBatch, numpy_column, object_array
+from situflow.io.ahead import read_ahead as read_ahead_blocks
+from situflow.io.blocks import DEFAULT_FIELDS, Block, Fields, table_block
 
 BLOCK_BYTES = 8 << 20
+#: The path that reads standard input, and the name its errors carry.
+STDIN, STDIN_NAME = "-", "<stdin>"
 # pyarrow parses the sub-blocks of a block in parallel.
 PARSE_BLOCK = 1 << 20
 # A line of JSON null: pyarrow's reader crashes the process (a segmentation fault, pyarrow 26) on
@@ -38,68 +41,32 @@ _BEYOND_INT64 = 2.0**63
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-@dataclass
-class Block:
-    """The events of one block of lines and the errors of its bad lines."""
-
-    batch: EventBatch
-    errors: list[InputError] = field(default_factory=list)
-    bytes_read: int = 0
 
 
-@dataclass(frozen=True)
-class Fields:
-    time: str = "ts"
-    type: str = "type"
-    id: str = "id"
-    # Seconds per time tick (the stream's time unit), for ISO-8601 event times.
-    time_unit: float = 1.0
-
-
-def read_blocks(path: str | Path, fields: Fields = Fields(),
+def read_blocks(path: str | Path, fields: Fields = DEFAULT_FIELDS,
                 block_bytes: int = BLOCK_BYTES, read_ahead: int = 2) -> Iterator[Block]:
     """Yield the file's events block by block, in file order.
 
     A thread parses up to ``read_ahead`` blocks ahead (pyarrow releases the GIL), so parsing
     overlaps with the operator consuming the previous block.
     """
-    source = str(path)
-    if read_ahead <= 0:
-        with open(path, "rb") as f:
+    source = STDIN_NAME if str(path) == STDIN else str(path)
+
+    def blocks() -> Iterator[Block]:
+        with _opened(path) as f:
             yield from _blocks(f, source, fields, block_bytes)
+
+    if read_ahead <= 0:
+        yield from blocks()
         return
-    done = object()
-    ready: queue.Queue[Any] = queue.Queue(read_ahead)
-    # Set when the consumer stops early (``--strict``): the reader ends instead of waiting
-    # forever to hand over a block. After it is set, at most one put is under way, and the
-    # consumer empties the queue for it.
-    stopped = threading.Event()
 
-    def offer(item: Any) -> None:
-        if not stopped.is_set():
-            ready.put(item)
+    yield from read_ahead_blocks(blocks, read_ahead, "jsonl-reader")
 
-    def produce() -> None:
-        try:
-            with open(path, "rb") as f:
-                for block in _blocks(f, source, fields, block_bytes):
-                    if stopped.is_set():
-                        return
-                    ready.put(block)
-        except BaseException as e:  # handed to the consumer, which raises it
-            offer(e)
-        offer(done)
 
-    threading.Thread(target=produce, name="jsonl-reader", daemon=True).start()
-    try:
-        while (item := ready.get()) is not done:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stopped.set()
-        while not ready.empty():
-            ready.get_nowait()
+def _opened(path: str | Path) -> contextlib.AbstractContextManager[BinaryIO]:
+    if str(path) == STDIN:
+        return contextlib.nullcontext(sys.stdin.buffer)  # not closed: it is not ours
+    return open(path, "rb")
 
 
 def _blocks(f: BinaryIO, source: str, fields: Fields, block_bytes: int) -> Iterator[Block]:
@@ -131,8 +98,9 @@ def _parse(block: bytes, first_line: int, source: str, fields: Fields) -> Block:
         try:
             table = pajson.read_json(io.BytesIO(block),
                                      read_options=pajson.ReadOptions(block_size=PARSE_BLOCK))
-            if table.num_rows == lines and fields.time in table.schema.names and _read_right(table):
-                return _table_block(table, seq, source, fields, len(block))
+            if (table.num_rows == lines and fields.time in table.schema.names
+                    and _read_right(table, fields.time)):
+                return table_block(table, seq, source, fields, len(block))
         except pa.ArrowInvalid:
             pass
     return _parse_lines(block, first_line, source, fields)
@@ -146,14 +114,17 @@ def _whole(block: bytes) -> bool:
                 or b"NaN" in block or b"Infinity" in block) and _utf8(block)
 
 
-def _read_right(table: pa.Table) -> bool:
+def _read_right(table: pa.Table, time_field: str) -> bool:
     """Whether pyarrow read every value as the line reader would: objects keep their own keys
-    (:func:`has_struct`), lists are valid arrays (pyarrow 26 builds a list that starts with
+    (:func:`has_struct`), text stays text (pyarrow reads ISO-8601 text as timestamps, which
+    only the event time may be), lists are valid arrays (pyarrow 26 builds a list that starts with
     null, ``[null, null]`` or ``[null, "a"]``, with offsets past its values), and an integer
     beyond 64 bits, which the reader makes a float and with it its whole column, is one value
     of its own (the typing rule, SEMANTICS.md)."""
     for column in table.schema:
         if has_struct(column.type):
+            return False
+        if pa.types.is_timestamp(column.type) and column.name != time_field:
             return False
         if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
             try:
@@ -166,25 +137,6 @@ def _read_right(table: pa.Table) -> bool:
             if (values >= _BEYOND_INT64).any():
                 return False
     return True
-
-
-def _table_block(table: pa.Table, seq: np.ndarray, source: str, fields: Fields,
-                 size: int) -> Block:
-    """A block pyarrow parsed whole: its event times by the one event-time rule
-    (:mod:`situflow.codecs.event_time`), lines without one reported."""
-    ticks, bad = time_column(table.column(fields.time), fields.time_unit, fields.time)
-    errors = [InputError(reason, source, int(seq[i]) + 1) for i, reason in sorted(bad.items())]
-    if bad:
-        keep = np.ones(len(ticks), bool)
-        keep[list(bad)] = False
-        table, ticks, seq = table.filter(pa.array(keep)), ticks[keep], seq[keep]
-    if table.schema.field(fields.time).type != pa.int64() or bad:
-        # Integer ticks without a rejected line are the column as read (the usual file).
-        index = table.schema.get_field_index(fields.time)
-        table = table.set_column(index, fields.time, pa.array(ticks, pa.int64()))
-    batch = EventBatch.from_arrow(table, time_field=fields.time, type_field=fields.type,
-                                  id_field=fields.id, seq=seq)
-    return Block(batch, errors, size)
 
 
 def _parse_lines(block: bytes, first_line: int, source: str, fields: Fields) -> Block:

@@ -253,27 +253,11 @@ class NfaOperator:
         or a V value is neither a number nor a text the programs only compare for equality (the
         Python loop takes the batch then)."""
         a = self.automaton
-        found = kernel_state.columns([batch.column(x) for x in a.attributes], len(batch),
-                                     self._texts)
+        found = self._kernel_columns(batch, tables, self._state)
         if found is None:
             return None
-        rows, kinds = found
-        state = self._state
-        if state is not None and not state.fits(rows, kinds):
-            # Texts where the state holds numbers or the other way round: V keeps no kinds,
-            # so the state moves to Python objects and back with the batch's kinds.
-            self._leave_kernel()
-            state = None
-        if state is None:
-            text = kinds == kernel_state.TEXT
-            if not tables.accepts(text):
-                return None
-            state = KernelState.load(tables, self._texts, text,
-                                     [(p.key, p.runs) for p in self._partitions.values()])
-            if state is None:
-                return None
-            self._state = state
-            self._partitions = {}
+        rows, kinds, state = found
+        self._state = state
         begin, take, _, opens, relevant = masks(a, batch)
         contiguous = a.selection.contiguous
         # Under the skip strategies an event no state can select changes no run.
@@ -311,6 +295,34 @@ class NfaOperator:
         done = state.done[:matches].copy()
         loop.order_matches(done, state.nodes, state.events, len(a.components))
         return MatchBatch(self.name, a, state, done, batch.ts, codes, keys)
+
+    def _kernel_columns(self, batch: EventBatch, tables: loop.Tables, held: KernelState | None
+                        ) -> tuple[np.ndarray, np.ndarray, KernelState] | None:
+        """Kernel columns and state fit: the attribute columns of ``batch`` as a compiled loop
+        takes them (rows and kinds), with the kernel state they fit: ``held`` if it does,
+        else one loaded from the Python loop's runs (which it then holds). None if a column
+        or a value of V is neither a number nor a text the ``tables`` only compare for
+        equality: the Python loop takes the batch."""
+        found = kernel_state.columns([batch.column(x) for x in self.automaton.attributes],
+                                     len(batch), self._texts)
+        if found is None:
+            return None
+        rows, kinds = found
+        if held is not None:
+            if held.fits(rows, kinds):
+                return rows, kinds, held
+            # Texts where the state holds numbers or the other way round: V keeps no kinds,
+            # so the state moves to Python objects and back with the batch's kinds.
+            self._leave_kernel()
+        text = kinds == kernel_state.TEXT
+        if not tables.accepts(text):
+            return None
+        state = KernelState.load(tables, self._texts, text,
+                                 [(p.key, p.runs) for p in self._partitions.values()])
+        if state is None:
+            return None
+        self._partitions = {}
+        return rows, kinds, state
 
     def _leave_kernel(self) -> None:
         """Move the compiled loop's state into the Python loop's objects."""

@@ -27,12 +27,50 @@ def fresh_rows(positions: dict[str, list[int]], batch: pa.RecordBatch,
     Taken row by row, a row is fresh when its (time, seq) is after its key's position, which
     it then becomes: so a row is fresh exactly when it is after its key's position and after
     every earlier row of its key. That is a running maximum per key, computed for all rows at
-    once; the Python work is per key (its name and position), not per row."""
+    once; the Python work is per key (its name and position), not per row. Rows in K-slack's
+    order, strictly increasing (time, seq), need only the comparison with their key's
+    position."""
     if not batch.num_rows:
         return batch
     names, group = key_groups(batch, layout.key_fields)
     ts, seq = (integer_column(batch, name) for name in (layout.time_field, layout.seq_field))
     stored = [(g, last) for g, last in enumerate(map(positions.get, names)) if last is not None]
+    if in_order(ts, seq):
+        keep, lasts = _fresh_in_order(stored, len(names), group, ts, seq)
+    else:
+        keep, lasts = _fresh_any_order(stored, group, ts, seq)
+    for row, t, s in zip(lasts.tolist(), ts[lasts].tolist(), seq[lasts].tolist(), strict=True):
+        positions[names[group[row]]] = [t, s]
+    return batch if keep.all() else batch.filter(pa.array(keep))
+
+
+def in_order(ts: np.ndarray, seq: np.ndarray) -> bool:
+    """Whether the rows come in strictly increasing (time, seq), as K-slack releases them."""
+    step = np.diff(ts)
+    return bool(np.all((step > 0) | ((step == 0) & (np.diff(seq) > 0))))
+
+
+def _fresh_in_order(stored: list[tuple[int, list[int]]], keys: int, group: np.ndarray,
+                    ts: np.ndarray, seq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`fresh_rows` of rows in increasing (time, seq): each key's rows increase too, so
+    its fresh rows are those after its position, and its last row is its new position. The
+    rows kept and each key's last kept row."""
+    known = np.zeros(keys, dtype=bool)
+    at_ts, at_seq = np.zeros(keys, dtype=np.int64), np.zeros(keys, dtype=np.int64)
+    for g, (t, s) in stored:
+        known[g], at_ts[g], at_seq[g] = True, t, s
+    before_ts, before_seq = at_ts[group], at_seq[group]
+    keep = ~known[group] | (ts > before_ts) | ((ts == before_ts) & (seq > before_seq))
+    rows = np.flatnonzero(keep)
+    last = np.full(keys, -1, dtype=np.int64)
+    np.maximum.at(last, group[rows], rows)
+    return keep, last[last >= 0]
+
+
+def _fresh_any_order(stored: list[tuple[int, list[int]]], group: np.ndarray, ts: np.ndarray,
+                     seq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`fresh_rows` of rows in any order: a running maximum per key (its docstring).
+    The rows kept and each key's last kept row."""
     known = len(stored)
     last_positions = np.array([last for _, last in stored], dtype=np.int64).reshape(known, 2)
     # Each key's position goes before its rows, so that its running maximum starts there.
@@ -53,13 +91,10 @@ def fresh_rows(positions: dict[str, list[int]], batch: pa.RecordBatch,
     before[0], before[1:] = -1, np.maximum.accumulate(value)[:-1]
     fresh = np.flatnonzero((value > before) & (by_key >= known))  # rows only, not positions
     rows = by_key[fresh] - known
-    keep = np.zeros(batch.num_rows, dtype=bool)
+    keep = np.zeros(len(group), dtype=bool)
     keep[rows] = True
     # A key's last fresh row is its new position.
-    lasts = rows[np.diff(keys[fresh], append=-1) != 0]
-    for row, t, s in zip(lasts.tolist(), ts[lasts].tolist(), seq[lasts].tolist(), strict=True):
-        positions[names[group[row]]] = [t, s]
-    return batch if keep.all() else batch.filter(pa.array(keep))
+    return keep, rows[np.diff(keys[fresh], append=-1) != 0]
 
 
 def key_groups(batch: pa.RecordBatch, fields: Sequence[str]) -> tuple[list[str], np.ndarray]:

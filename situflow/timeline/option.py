@@ -26,22 +26,27 @@ def add_timeline_option(p: argparse.ArgumentParser, more: str = "") -> None:
                         f"(needs the timeline extra). {RULE} {more}".rstrip())
 
 
-def timeline_checked(path: Path | None) -> bool:
-    """Whether ``--timeline`` can be written (True without it); if not, why on standard
-    error."""
-    if path is None:
-        return True
+def picture_refused(path: Path, option: str) -> SituflowError | None:
+    """Why no picture can be drawn into ``path``, the file of ``option`` (``--timeline``,
+    ``--output``), said on standard error; None if one can. A command checks before its run,
+    not after: a file name of no picture format, or the timeline extra missing."""
     from situflow.timeline.page import PictureFormatError, check_picture
 
     try:
         check_picture(path)
     except PictureFormatError as e:
-        print(f"situflow: --timeline FILE {e}", file=sys.stderr)
-        return False
+        print(f"situflow: {option} FILE {e}", file=sys.stderr)
+        return e
     except SituflowError as e:
-        print(f"situflow: --timeline: {e}", file=sys.stderr)
-        return False
-    return True
+        print(f"situflow: {e}", file=sys.stderr)
+        return e
+    return None
+
+
+def timeline_checked(path: Path | None) -> bool:
+    """Whether ``--timeline`` can be written (True without it); if not, why on standard
+    error."""
+    return path is None or picture_refused(path, "--timeline") is None
 
 
 def write_timeline(timeline: Timeline, path: Path, name: str) -> None:

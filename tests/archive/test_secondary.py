@@ -195,3 +195,23 @@ def test_a_range_lookup_reads_only_the_index_row_groups_that_overlap_it(tmp_path
     assert strings.lookup(Condition("road", (Range("road", low=5),))).num_rows == 0
     assert [(r["attribute"], r["kind"], r["rows"], r["status"]) for r in list_indexes(archive)] \
         == [("road", "string", 30_000, "current"), ("speed", "number", 30_000, "current")]
+
+
+@pytest.mark.parametrize("spikes", [1, 3, 20])
+def test_a_rare_tail_is_estimated_within_a_factor_of_two(tmp_path: Path, spikes: int) -> None:
+    """Selective predicates ask for a tail: an equi-depth bucket (1/64 of the rows, from the
+    98th percentile to the maximum) would put thousands of rows above 200 here."""
+    n = 200_000
+    speeds = [60 + (i * 7919) % 40 for i in range(n)]
+    for k in range(spikes):
+        speeds[k * (n // spikes)] = 250
+    write_partition(tmp_path, TOPIC, 0, [[{"ts": i, "speed": s} for i, s in enumerate(speeds)]],
+                    block_rows=50_000)
+    archive = open_archive(tmp_path)
+    build_index(archive, TOPIC, "speed")
+    index = SecondaryIndex.open(archive, TOPIC, "speed")
+    assert index is not None
+    for wanted in (Range("speed", low=200), Range("speed", high=60, high_closed=False)):
+        found = index.lookup(Condition("speed", (wanted,))).num_rows
+        assert found / 2 <= index.estimate(Condition("speed", (wanted,))) <= max(2 * found, 2)
+    assert index.estimate(Condition("speed", (Range("speed"),))) == n

@@ -59,6 +59,7 @@ from tests.integration.helpers import (
     car_events,
     deduplicated_results,
     id_of,
+    in_blocks,
     keyed,
     metrics,
     produce,
@@ -433,18 +434,6 @@ def handed_off_cars() -> list[dict[str, Any]]:
     end = events[-1]["ts"] + 120
     return events + [{"ts": end, "car_id": car, "speed": 0.0, "accel": 0.0}
                      for car in sorted({e["car_id"] for e in events})]
-
-
-def in_blocks(events: Sequence[dict[str, Any]], span: int) -> list[list[dict[str, Any]]]:
-    """``events`` (in time order) cut into blocks of ``span`` ticks. Each block is sent on its
-    own, its events jittered within it: no event of a block is older than one of an earlier
-    block, so K-slack's idle flush in a pause between two blocks makes no event late. (A pause
-    inside the jitter would: ``situflow run`` over every event then expects results that
-    neither the services nor the archive can give.)"""
-    blocks: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for event in events:
-        blocks[event["ts"] // span].append(event)
-    return [block for _, block in sorted(blocks.items())]
 
 
 def first_third(blocks: Sequence[Sequence[Any]]) -> int:

@@ -28,10 +28,12 @@ from tests.integration.helpers import (
     car_events,
     deduplicated_results,
     in_barrier,
+    in_blocks,
     keyed,
     metrics,
     oracle_with_barrier,
     produce,
+    produce_at_once,
     read_topic,
     total,
     wait_until,
@@ -45,6 +47,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 QUERY = REPO_ROOT / "situflow/examples/aggressive_drivers.tps"
 EVENTS, CARS, SEED, SLACK, PARTITIONS = 10_000, 100, 9, 5, 4
+#: Ticks per block of the stream (:func:`in_blocks`): 100 cars read each tick.
+BLOCK_TICKS = 10
 #: The group session timeout bounds detection; the rest is rebalancing and state recovery.
 TAKEOVER_BOUND = 60.0
 
@@ -66,15 +70,22 @@ def test_a_killed_worker_loses_no_result_and_its_partitions_move_to_the_survivor
                                                pipeline.query_name, tmp_path)
         assert sum(not in_barrier(r, events) for r in expected.values()) >= 5, \
             "the data set should exercise the query"
-        messages = [keyed(e, stream.key_fields) for e in arrival_order(events, SLACK, SEED)]
+        # Two halves by event time, each jittered within blocks of time (in_blocks): the kill
+        # may outlast K-slack's idle timeout after it caught up with the first half, and its
+        # flush then makes no event of the second half late. The kill is not put off until
+        # that flush: it is to come while the services are busy.
+        blocks = [[keyed(e, stream.key_fields) for e in arrival_order(block, SLACK, SEED)]
+                  for block in in_blocks(events, BLOCK_TICKS)]
+        halves = [[m for block in blocks[:len(blocks) // 2] for m in block],
+                  [m for block in blocks[len(blocks) // 2:] for m in block]]
         raw = stream_topics(stream)[0].name
-        half = len(messages) // 2
+        half = len(halves[0])
         pairs = {kind: [s for s in pipeline.services.values() if s.kind == kind]
                  for kind in pipeline.service_names}
         wait_until(lambda: all(owned(a) and owned(b) for a, b in pairs.values()), 60,
                    "both workers of every service to own partitions")
 
-        asyncio.run(produce(kafka, raw, messages[:half]))
+        asyncio.run(produce(kafka, raw, halves[0]))
         derivers = pairs["deriver"]
         wait_until(lambda: sum(total(metrics(d), "situflow_events_in_total")
                                for d in derivers) >= half // 2, 60,
@@ -85,8 +96,8 @@ def test_a_killed_worker_loses_no_result_and_its_partitions_move_to_the_survivor
             victim.process.kill()
             victim.process.wait()
         killed = time.monotonic()
-        asyncio.run(produce(kafka, raw, messages[half:] + [keyed(e, stream.key_fields)
-                                                           for e in ending]))
+        asyncio.run(produce(kafka, raw, halves[1] + [keyed(e, stream.key_fields)
+                                                     for e in ending]))
 
         survivors = {kind: workers[1] for kind, workers in pairs.items()}
         took: dict[str, float] = {}  # per service: seconds from the kill to the takeover
@@ -105,6 +116,7 @@ def test_a_killed_worker_loses_no_result_and_its_partitions_move_to_the_survivor
         wait_until(lambda: expected.keys() <= deduplicated_results(kafka, topic).keys(), 90,
                    "every expected result, the barrier's among them")
         assert deduplicated_results(kafka, topic) == expected
+        assert total(metrics(survivors["kslack"]), "situflow_late_events_total") == 0
 
 
 def test_services_that_restore_an_older_checkpoint_read_their_input_again_from_it(
@@ -120,7 +132,8 @@ def test_services_that_restore_an_older_checkpoint_read_their_input_again_from_i
         cars = barrier_cars(PARTITIONS)
         expected, ending = oracle_with_barrier(QUERY, events, cars, pipeline.query_name, tmp_path)
         # Three parts by event time, so that no event is late after K-slack flushed the part
-        # before when its input paused.
+        # before when its input paused; each part of a partition in one record batch, so that
+        # it does not flush in the middle of one (helpers.produce_at_once).
         end = events[-1]["ts"] + 1
         parts = [[keyed(e, stream.key_fields) for e in arrival_order(
             [e for e in events if i * end <= 3 * e["ts"] < (i + 1) * end], SLACK, SEED)]
@@ -137,10 +150,10 @@ def test_services_that_restore_an_older_checkpoint_read_their_input_again_from_i
                       for r in asyncio.run(read_topic(kafka, topic))}
             return list(latest.values())
 
-        asyncio.run(produce(kafka, raw, parts[0]))
+        asyncio.run(produce_at_once(kafka, raw, parts[0]))
         wait_until_evaluated(pipeline, len(parts[0]))
         older = checkpoints()
-        asyncio.run(produce(kafka, raw, parts[1]))
+        asyncio.run(produce_at_once(kafka, raw, parts[1]))
         wait_until_evaluated(pipeline, len(parts[0]) + len(parts[1]))
         assert checkpoints() != older, "the services should have checkpointed part 1"
         for service in pipeline.services.values():

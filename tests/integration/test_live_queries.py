@@ -1,6 +1,8 @@
 """Queries submitted to and deleted from the registry while the services run (issue 5).
 
-The stream comes in three parts, each flushed out of K-slack (idle timeout) before the next.
+The stream comes in three parts, each flushed out of K-slack (idle timeout) before the next;
+each part reaches each input partition as one record batch, so that K-slack cannot flush a
+partition in the middle of a part (``produce_at_once``).
 The aggressive-drivers query is submitted after the first part and deleted after the second:
 its results are exactly those of ``situflow run`` on the second part alone. A query starts
 from the events after its submission with a fresh state, and a deleted one emits nothing more;
@@ -30,6 +32,7 @@ from tests.integration.helpers import (
     metrics,
     oracle,
     produce,
+    produce_at_once,
     total,
     wait_until,
     wait_until_evaluated,
@@ -66,7 +69,7 @@ def test_a_query_runs_from_its_submission_until_its_deletion(
         def feed(part: list[dict[str, object]]) -> None:
             nonlocal produced
             messages = [keyed(e, stream.key_fields) for e in arrival_order(part, SLACK, SEED)]
-            asyncio.run(produce(kafka, raw, messages))
+            asyncio.run(produce_at_once(kafka, raw, messages))
             produced += len(part)
             wait_until_evaluated(pipeline, produced)
 

@@ -33,7 +33,7 @@ from tests.integration.helpers import (
     keyed,
     metrics,
     oracle,
-    produce,
+    produce_at_once,
     total,
     wait_until,
 )
@@ -123,7 +123,7 @@ def test_situflow_offline_over_the_archive_gives_the_services_results(
     assert all(len(results) >= 5 for results in expected.values()), "a workload for both"
     raw = stream_topics(pipeline.stream)[0].name
     messages = [keyed(e, ("car_id",)) for e in arrival_order(events, SLACK, SEED) + ending]
-    asyncio.run(produce(kafka, raw, messages))
+    asyncio.run(produce_at_once(kafka, raw, messages))  # no idle flush amid the jittered stream
 
     online = {}
     for name, results in expected.items():

@@ -69,6 +69,15 @@ def test_fresh_rows_equal_the_row_by_row_definition(kind: str, data: st.DataObje
     names = [*key_fields, "ts", SEQ_FIELD]
     batches = data.draw(st.lists(st.lists(row, max_size=12), max_size=6))
     checkpointed = data.draw(st.lists(row, max_size=4))  # positions restored from a checkpoint
+    check_against_definition(batches, checkpointed, layout, names)
+
+
+def check_against_definition(batches: list[list[dict[str, Any]]],
+                             checkpointed: list[dict[str, Any]], layout: OrderedLayout,
+                             names: list[str]) -> None:
+    """``fresh_rows`` over ``batches`` after ``checkpointed`` equals the row-by-row
+    definition: the rows it keeps and the positions it leaves, in the checkpoint's order."""
+    key_fields = layout.key_fields
     expected_positions: dict[str, list[int]] = {}
     fresh_rows_by_row(expected_positions, checkpointed, key_fields)
     positions = {name: list(last) for name, last in expected_positions.items()}
@@ -78,6 +87,24 @@ def test_fresh_rows_equal_the_row_by_row_definition(kind: str, data: st.DataObje
         # repr: nan is nan, -0.0 is not 0.0
         assert repr(values(got.to_pylist(), names)) == repr(values(expected, names))
         assert positions == expected_positions
+        assert list(positions) == list(expected_positions)
+
+
+@pytest.mark.parametrize("kind", sorted(KEYS))
+@settings(max_examples=scaled(1.5))
+@given(data=st.data())
+def test_rows_in_k_slack_order_are_fresh_as_row_by_row(kind: str, data: st.DataObject) -> None:
+    """Batches in strictly increasing (time, seq), as K-slack releases them (``fresh_rows``
+    decides those without sorting), against the definition."""
+    key_fields, key = KEYS[kind]
+    layout = OrderedLayout("ts", key_fields, SEQ_FIELD)
+    row = st.builds(lambda k, ts, seq: {**k, "ts": ts, SEQ_FIELD: seq},
+                    key, st.integers(0, 6), st.integers(0, 6))
+    names = [*key_fields, "ts", SEQ_FIELD]
+    batches = [list({(r["ts"], r[SEQ_FIELD]): r for r in sorted(
+        rows, key=lambda r: (r["ts"], r[SEQ_FIELD]))}.values())
+        for rows in data.draw(st.lists(st.lists(row, max_size=12), max_size=6))]
+    check_against_definition(batches, data.draw(st.lists(row, max_size=4)), layout, names)
 
 
 @given(st.lists(st.integers(0, 3), min_size=1, max_size=60), st.data())

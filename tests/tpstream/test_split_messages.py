@@ -36,7 +36,6 @@ from situflow.tpstream.split.messages import SituationMessage
 from tests.tpstream.harness import batch_of, run
 from tests.tpstream.test_split import results
 from topics.catalog import StreamSpec
-from workers import query_source
 from workers.query_source import ServiceQueries as Queries
 
 TPSTREAM = """FROM S PARTITION BY k
@@ -137,18 +136,6 @@ def test_a_registration_not_read_yet_is_waited_for_and_an_older_one_ignored() ->
     assert registry.position == 5
     assert not asyncio.run(found.catch_up(7)), "no such registration"
     assert registry.waited_for == [4, 7]
-
-
-def test_a_registry_that_does_not_get_there_is_given_up_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Stuck(Registry):
-        async def reached(self, offset: int) -> bool:
-            await asyncio.Event().wait()
-            return True
-
-    monkeypatch.setattr(query_source, "REGISTRY_WAIT", 0.01)
-    found = queries()
-    found.registry = Stuck(position=0, records=1)  # type: ignore[assignment]
-    assert not asyncio.run(found.catch_up(0))
 
 
 UNPARTITIONED_TPSTREAM = """FROM S

@@ -55,7 +55,7 @@ from situflow.nfa.compiler.automaton import Automaton
 from situflow.nfa.compiler.selection import SELECTIONS
 from situflow.nfa.cooperative import passes_cpu as cpu
 from situflow.nfa.cooperative.passes_cpu import P_NEXT, PM_FIELDS
-from situflow.nfa.kernel import kernel_state, loop
+from situflow.nfa.kernel import loop
 from situflow.nfa.kernel.compressed import MatchBatch
 from situflow.nfa.kernel.kernel_state import KernelState
 from situflow.nfa.kernel.texts import Texts
@@ -553,27 +553,14 @@ class CooperativeOperator(NfaOperator):
 
     def _fast(self, batch: EventBatch) -> MatchBatch | list[Match] | None:
         a = self.automaton
-        found = kernel_state.columns([batch.column(x) for x in a.attributes], len(batch),
-                                     self._texts)
+        state = self._pm
+        found = self._kernel_columns(batch, self.pattern.tables,
+                                     None if state is None else state.store)
         if found is None:
             return None
-        rows, kinds = found
-        state = self._pm
-        if state is not None and not state.store.fits(rows, kinds):
-            # Texts where the state holds numbers or the other way round (as in NfaOperator).
-            self._leave_kernel()
-            state = None
-        if state is None:
-            text = kinds == kernel_state.TEXT
-            if not self.pattern.tables.accepts(text):
-                return None
-            store = KernelState.load(self.pattern.tables, self._texts, text,
-                                     [(p.key, p.runs) for p in self._partitions.values()])
-            if store is None:
-                return None
+        rows, kinds, store = found
+        if state is None or store is not state.store:
             state = self._pm = PatternState.load(self.pattern, store)
-            self._partitions = {}
-        store = state.store
         begin, take, _, opens, relevant = masks(a, batch)
         visit = np.arange(len(batch)) if self.pattern.contiguous else np.flatnonzero(relevant)
         codes, keys, _ = partition_codes(a, batch, {})

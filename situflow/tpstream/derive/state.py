@@ -227,8 +227,7 @@ class Deriver:
         """The state fields ``names`` of ``slots`` as plain data, with their keys."""
         state: dict[str, Any] = {"keys": [self.key_list[s] for s in slots.tolist()]}
         for name in names:
-            array = getattr(self, name)[slots]
-            state[name] = [[plain(v) for v in row] for row in array.tolist()]
+            state[name] = plain_rows(getattr(self, name)[slots])
         return state
 
     def set_rows(self, state: dict[str, Any], names: tuple[str, ...]) -> None:
@@ -276,3 +275,16 @@ def present(values: np.ndarray) -> np.ndarray:
 def column(batch: EventBatch, attr: str) -> np.ndarray:
     """The column a query attribute reads; ``ts`` is the event time."""
     return batch.ts if attr == TIME_FIELD else batch.column(attr)
+
+
+def plain_rows(array: np.ndarray) -> list[list[Any]]:
+    """A 2-d state array as rows of JSON-able scalars (:func:`situflow.events.plain` of each
+    value), whole columns at a time where the dtype allows: a checkpoint holds every key."""
+    if array.dtype.kind not in "biuf":
+        return [[plain(v) for v in row] for row in array.tolist()]
+    rows: list[list[Any]] = array.tolist()
+    if array.dtype.kind == "f":
+        nan_rows, nan_cols = np.nonzero(np.isnan(array))
+        for r, c in zip(nan_rows.tolist(), nan_cols.tolist(), strict=True):
+            rows[r][c] = None
+    return rows

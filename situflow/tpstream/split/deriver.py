@@ -126,7 +126,10 @@ class SituationDeriver(EventDriven):
         visible, start_ts = before
         if slot >= len(visible):
             return {}
-        return {d: Situation(d, int(start_ts[slot, d])) for d in np.flatnonzero(visible[slot]).tolist()}
+        # Rows as lists: a numpy call per definition costs more than the row has entries.
+        starts = start_ts[slot].tolist()
+        return {d: Situation(d, starts[d]) for d, shown in enumerate(visible[slot].tolist())
+                if shown}
 
     def _named(self, d: int, values: list[Any] | None) -> dict[str, Any]:
         """Definition ``d``'s aggregates by name (``values`` is indexed like query.aggregates)."""

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from itertools import groupby
 from typing import Any, cast
 
 from situflow.operator import CompiledQuery, Operator
@@ -118,13 +117,32 @@ def fresh_steps(positions: dict[str, list[int]], query: str,
                 records: list[SituationRecord]) -> list[SituationRecord]:
     """The steps after their key's position (per query), whole; moves the positions on."""
     fresh: list[SituationRecord] = []
-    for (key, seq, at), step in groupby(records, key=lambda r: (json.dumps(r.key), r.seq, r.at)):
-        name = f"{query}\x00{key}"
+    m, i = len(records), 0
+    while i < m:
+        first = records[i]
+        key, seq, at = first.key, first.seq, first.at
+        name = json.dumps(key)
+        j = i + 1
+        # A step's records are adjacent; the key's name is serialised once per step.
+        while j < m and records[j].seq == seq and records[j].at == at and \
+                same_name(records[j].key, key, name):
+            j += 1
+        name = f"{query}\x00{name}"
         position, last = [at, seq], positions.get(name)
         if last is None or position > last:
             positions[name] = position
-            fresh += step
+            fresh += records[i:j]
+        i = j
     return fresh
+
+
+def same_name(value: Any, key: Any, name: str) -> bool:
+    """Whether ``value`` serialises to ``name``, the JSON of ``key``: at once for the same
+    object, or an integer or a text equal to it and of its type (for which equal values and
+    equal JSON are the same), else by serialising it."""
+    if value is key or (type(value) is type(key) and type(key) in (int, str) and value == key):
+        return True
+    return json.dumps(value) == name
 
 
 def match_situations(operators: dict[str, tuple[str, Operator]], positions: dict[str, list[int]],
