@@ -7,7 +7,7 @@ the first situations of a query submitted while the services run reach the match
 its reader (``situflow_registry_wait_seconds`` while it does, a warning each
 ``REGISTRY_WAIT`` seconds, ``situflow_registry_waits_total``), then matches them. The results
 are ``situflow run``'s on the whole stream, with no restart. The decision alone, with its
-timeout: ``tests/workers/test_registry_catch_up.py``.
+timeout: ``tests/workers/test_registry_waits.py``.
 """
 
 from __future__ import annotations
