@@ -206,12 +206,15 @@ def print_row(label: str, variant: str, m: Measured, full: Measured) -> None:
           f"{'same' if m.lines == full.lines else 'DIFFERENT'}")
 
 
-def bench_queries(spark: Any, uri: str, fixed_seconds: float, repeat: int) -> None:
+def bench_queries(spark: Any, uri: str, fixed_seconds: float, repeat: int,
+                  chosen: Sequence[str]) -> None:
     print(f"\n{'query':<22} {'indexes':<7} {'chosen':<18} {'seconds':>8} {'plan s':>7} "
           f"{'rows read':>11} {'bytes read':>13} {'est/act':>8} {'speed-up':>9} "
           f"{'bytes':>8} {'results':>7} check")
     rates: dict[str, float] = {}
     for label, text in QUERIES.items():
+        if chosen and not any(word in label for word in chosen):
+            continue
         options = QueryOptions(name=label.replace(" ", "_"), time_unit=SETTINGS.time_unit,
                                type_field=SETTINGS.type_field)
         job = OfflineJob(uri, TOPIC, text, options, SETTINGS)
@@ -295,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--segment-rows", type=int, default=1_048_576)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--queries", nargs="*", default=[], metavar="WORD",
+                        help="only the queries whose label holds one of these words "
+                             "(e.g. cogra, selective)")
     parser.add_argument("--repeat", type=int, default=2,
                         help="runs of each query and variant, the best one reported")
     parser.add_argument("--archive", type=Path, help="keep the archive here, or reuse the one "
@@ -330,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
             _, warm_seconds = timed(lambda: spark.range(4, numPartitions=2).count())
             print(f"Spark fixed cost: session start {start_seconds:.1f} s, first job "
                   f"{warm_seconds:.1f} s")
-            bench_queries(spark, uri, start_seconds + warm_seconds, args.repeat)
+            bench_queries(spark, uri, start_seconds + warm_seconds, args.repeat,
+                          args.queries)
         finally:
             spark.stop()
         per_partition = args.events // args.partitions
