@@ -301,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", nargs="*", default=[], metavar="WORD",
                         help="only the queries whose label holds one of these words "
                              "(e.g. cogra, selective)")
+    parser.add_argument("--slides", type=int, nargs="*", default=[], metavar="TICKS",
+                        help="the windowed aggregation's slides (default: 600, 6,000, 60,000 "
+                             "and the window itself)")
     parser.add_argument("--repeat", type=int, default=2,
                         help="runs of each query and variant, the best one reported")
     parser.add_argument("--archive", type=Path, help="keep the archive here, or reuse the one "
@@ -342,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
             spark.stop()
         per_partition = args.events // args.partitions
         window = max(100 * args.block_rows, per_partition // 5)
-        bench_windows(archive, slides=[600, 6_000, 60_000, window], size=window)
+        bench_windows(archive, slides=args.slides or [600, 6_000, 60_000, window], size=window)
     return 0
 
 
