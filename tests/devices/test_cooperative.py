@@ -38,6 +38,7 @@ from situflow.operator import QueryOptions
 from situflow.sase import compile
 from tests.nfa.harness import feed
 from tests.nfa.reference import Reference
+from tests.nfa.test_properties import _earlier
 from tests.profiles import scaled
 
 IMPLEMENTATIONS = ["cpu-st", "cpu-mt", "opencl-dispatch", "opencl-zero-copy"]
@@ -210,13 +211,6 @@ def test_compaction_keeps_exactly_the_partial_matches_not_dropped(case):
 
 
 # --- identical results --------------------------------------------------------------------------
-
-
-def _earlier(draw: Any, comp: tuple[str, str, bool]) -> str:
-    _, var, kleene = comp
-    if not kleene:
-        return f"{var}.x"
-    return draw(st.sampled_from([f"{var}[1].x", f"{var}[{var}.LEN].x", f"avg({var}[].x)"]))
 
 
 @st.composite

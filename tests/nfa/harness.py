@@ -7,11 +7,13 @@ the end. ``matches`` gives them as ``{var: [ids]}`` dicts, the form the tests co
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from situflow.events import EventBatch
+from situflow.nfa.operator import NfaOperator
 from situflow.operator import QueryOptions
 from situflow.results import Match
 from situflow.sase import SaseCompiledQuery, compile
@@ -94,3 +96,23 @@ def feed(op: Any, events: Sequence[dict[str, Any]], batch: int | None = None,
     for b in batches(events, batch, type_field, time_field, offset):
         out += op.process(b)
     return out + op.finish() if finish else out
+
+
+def nfa_operator(h: Harness, compiled: bool, merge_runs: bool = True) -> NfaOperator:
+    """A fresh operator of ``h``'s query: the compiled loop or the per-event Python one."""
+    return NfaOperator(h.compiled.automaton, h.compiled.name, h.compiled.query_id, merge_runs,
+                       compiled)
+
+
+def across_loops(h: Harness, events: Sequence[dict[str, Any]], batch: int | None, cut: int,
+                 first_loop: bool) -> list[dict[str, Any]]:
+    """The results of ``events`` fed to one loop up to ``cut``, snapshotted through JSON and
+    restored into the other loop for the rest: a snapshot of either loop restores into the
+    other."""
+    op = nfa_operator(h, first_loop)
+    first = feed(op, events[:cut], batch, finish=False)
+    snapshot = json.loads(json.dumps(op.snapshot()))
+    restored = NfaOperator.restore(h.compiled.automaton, h.compiled.name, h.compiled.query_id,
+                                   snapshot, compiled=not first_loop)
+    rest = feed(restored, events[cut:], batch, offset=cut)
+    return [m.to_dict() for m in first + rest]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 import pytest
@@ -12,7 +11,7 @@ from hypothesis import strategies as st
 from situflow.errors import ValidationError
 from situflow.nfa.kernel import loop
 from situflow.nfa.operator import NfaOperator
-from tests.nfa.harness import QUERY3, Harness, feed, figure3, match
+from tests.nfa.harness import QUERY3, Harness, across_loops, feed, figure3, match, nfa_operator
 from tests.nfa.reference import Reference
 from tests.nfa.test_properties import _nfa_keys, _records, queries, streams
 from tests.profiles import scaled
@@ -55,23 +54,13 @@ def test_compiled_consume_gives_the_python_loop_and_the_definition(text, events,
     the brute-force definition."""
     h = Harness.for_query(text + " CONSUME")
     records = _records(events)
-    python = [m.to_dict() for m in feed(_operator(h, False), records)]
-    assert [m.to_dict() for m in feed(_operator(h, True), records, size)] == python, text
+    python = [m.to_dict() for m in feed(nfa_operator(h, False), records)]
+    assert [m.to_dict() for m in feed(nfa_operator(h, True), records, size)] == python, text
     query = h.compiled.ast
     window = query.within.seconds if query.within is not None else float("inf")
     expected = Counter(Reference(query, window).matches(events))
     assert _nfa_keys(h.run(records, batch=size), query) == expected, text
     cut = data.draw(st.integers(0, len(records)))
     first_loop = data.draw(st.booleans())
-    op = _operator(h, first_loop)
-    first = feed(op, records[:cut], size, finish=False)
-    snapshot = json.loads(json.dumps(op.snapshot()))
-    restored = NfaOperator.restore(h.compiled.automaton, h.compiled.name, h.compiled.query_id,
-                                   snapshot, compiled=not first_loop)
-    rest = feed(restored, records[cut:], size, offset=cut)
-    assert [m.to_dict() for m in first + rest] == python, text
+    assert across_loops(h, records, size, cut, first_loop) == python, text
 
-
-def _operator(h: Harness, compiled: bool) -> NfaOperator:
-    return NfaOperator(h.compiled.automaton, h.compiled.name, h.compiled.query_id,
-                       compiled=compiled)

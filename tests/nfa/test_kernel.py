@@ -4,7 +4,6 @@ and restored into the other; postfix programs equal to the scalar closures."""
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 from unittest.mock import patch
@@ -23,19 +22,24 @@ from situflow.nfa.kernel.kernel_state import KernelState
 from situflow.nfa.operator import NfaOperator
 from situflow.nfa.prepass import edge_masks, live_events, partition_codes
 from situflow.sase import compile
-from tests.nfa.harness import QUERY3, Harness, batches, feed, figure3, match, with_strategy
+from tests.nfa.harness import (
+    QUERY3,
+    Harness,
+    across_loops,
+    batches,
+    feed,
+    figure3,
+    match,
+    nfa_operator,
+    with_strategy,
+)
 from tests.nfa.test_properties import _records, queries, streams
 from tests.profiles import scaled
 
 
-def _operator(h: Harness, compiled: bool, merge_runs: bool = True) -> NfaOperator:
-    return NfaOperator(h.compiled.automaton, h.compiled.name, h.compiled.query_id, merge_runs,
-                       compiled)
-
-
 def _run(h: Harness, records: list[dict[str, Any]], compiled: bool, batch: int | None = None,
          merge_runs: bool = True) -> list[dict[str, Any]]:
-    return [m.to_dict() for m in feed(_operator(h, compiled, merge_runs), records, batch)]
+    return [m.to_dict() for m in feed(nfa_operator(h, compiled, merge_runs), records, batch)]
 
 
 @settings(max_examples=scaled(8), suppress_health_check=[HealthCheck.too_slow])
@@ -50,14 +54,7 @@ def test_the_compiled_loop_gives_the_results_of_the_python_loop(text, events, si
     # A snapshot of either loop restores into the other.
     cut = data.draw(st.integers(0, len(records)))
     first_loop = data.draw(st.booleans())
-    op = _operator(h, first_loop)
-    first = feed(op, records[:cut], size, finish=False)
-    snapshot = json.loads(json.dumps(op.snapshot()))
-    restored = NfaOperator.restore(h.compiled.automaton, h.compiled.name, h.compiled.query_id,
-                                   snapshot,
-                                   compiled=not first_loop)
-    rest = feed(restored, records[cut:], size, offset=cut)
-    assert [m.to_dict() for m in first + rest] == expected, text
+    assert across_loops(h, records, size, cut, first_loop) == expected, text
 
 
 def _returning(text: str) -> str:
@@ -96,9 +93,9 @@ def test_state_in_arrays_across_batches_gives_the_results_of_the_python_loop(tex
     expected = _run(h, records, compiled=False)
     with patch.object(kernel_state, "_COLLECT_AT", 0):
         assert _run(h, records, compiled=True, batch=size) == expected, text
-        assert _unread(_operator(h, True), records, size) == expected, text
+        assert _unread(nfa_operator(h, True), records, size) == expected, text
         # A snapshot (a service's checkpoint) leaves the state where it is.
-        op = _operator(h, True)
+        op = nfa_operator(h, True)
         cut = data.draw(st.integers(0, len(records)))
         first = feed(op, records[:cut], size, finish=False)
         op.snapshot()
@@ -110,7 +107,7 @@ def test_event_ids_keep_their_type_from_batch_to_batch():
     """Integer ids in one batch, text ids in the next: each match lists each id as it came."""
     h = Harness.for_query(QUERY3)
     events = [{**e, "symbol": 1} for e in figure3()]
-    op = _operator(h, True)
+    op = nfa_operator(h, True)
     first = [{**e, "id": i + 1} for i, e in enumerate(events[:4])]
     found = feed(op, first, finish=False) + feed(op, events[4:], offset=4)
     assert [m.bindings for m in found] == [{"a": [1, 2, 3, 4, "e5"], "b": ["e6"]},

@@ -5,7 +5,6 @@ with numbers, columns of mixed kinds)."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from typing import Any
@@ -17,16 +16,10 @@ from hypothesis import strategies as st
 
 from situflow.nfa.kernel import loop
 from situflow.nfa.kernel.texts import Texts, factorize_objects
-from situflow.nfa.operator import NfaOperator
-from tests.nfa.harness import QUERY3, Harness, batches, feed, figure3, match
+from tests.nfa.harness import QUERY3, Harness, across_loops, batches, feed, figure3, match, nfa_operator
 from tests.nfa.reference import Reference
 from tests.nfa.test_properties import _nfa_keys
 from tests.profiles import scaled
-
-
-def _operator(h: Harness, compiled: bool) -> NfaOperator:
-    return NfaOperator(h.compiled.automaton, h.compiled.name, h.compiled.query_id,
-                       compiled=compiled)
 
 
 def test_a_text_keeps_its_code_for_the_life_of_the_dictionary():
@@ -93,7 +86,7 @@ def test_programs_run_compiled_when_they_only_compare_texts_for_equality(conditi
 
 def test_query3_with_text_symbols_runs_compiled_and_gives_figure3():
     h = Harness.for_query(QUERY3 + " RETURN a[1].symbol AS symbol")
-    op = _operator(h, True)
+    op = nfa_operator(h, True)
     found = feed(op, figure3(), 3, finish=False)
     assert op._state is not None
     assert [m.bindings for m in found] == [match([1, 2, 3, 4, 5], 6), match([3, 4], 6),
@@ -176,22 +169,16 @@ def test_texts_in_the_compiled_loop_give_the_python_loop_and_the_definition(text
     """Across batches (each may take either loop), with pruning moving the buffer after every
     batch, and with a snapshot of one loop restored into the other."""
     h = Harness.for_query(text)
-    python = [m.to_dict() for m in feed(_operator(h, False), events)]
-    with_texts = [m.to_dict() for m in feed(_operator(h, True), events, size)]
+    python = [m.to_dict() for m in feed(nfa_operator(h, False), events)]
+    with_texts = [m.to_dict() for m in feed(nfa_operator(h, True), events, size)]
     assert with_texts == python, text
     query = h.compiled.ast
     expected = Counter(Reference(query, query.within.seconds).matches(
         [{**e, "seq": i} for i, e in enumerate(events)]))
-    assert _nfa_keys(feed(_operator(h, True), events, size), query) == expected, text
+    assert _nfa_keys(feed(nfa_operator(h, True), events, size), query) == expected, text
     cut = data.draw(st.integers(0, len(events)))
     first_loop = data.draw(st.booleans())
-    op = _operator(h, first_loop)
-    first = feed(op, events[:cut], size, finish=False)
-    snapshot = json.loads(json.dumps(op.snapshot()))
-    restored = NfaOperator.restore(h.compiled.automaton, h.compiled.name, h.compiled.query_id,
-                                   snapshot, compiled=not first_loop)
-    rest = feed(restored, events[cut:], size, offset=cut)
-    assert [m.to_dict() for m in first + rest] == python, text
+    assert across_loops(h, events, size, cut, first_loop) == python, text
 
 
 def test_a_batch_with_a_number_where_the_state_holds_texts_moves_the_state():
@@ -201,7 +188,7 @@ def test_a_batch_with_a_number_where_the_state_holds_texts_moves_the_state():
                           "{ b.s = a.s } WITHIN 10 seconds RETURN a.s AS s")
     events = [{"id": 0, "type": "T", "s": "u", "ts": 0}, {"id": 1, "type": "U", "s": 0, "ts": 1},
               {"id": 2, "type": "T", "s": "u", "ts": 2}]
-    op = _operator(h, True)
+    op = nfa_operator(h, True)
     [first, second, third] = batches(events, 1)
     assert list(op.process(first)) == [] and op._state is not None
     assert list(op.process(second)) == [] and op._state is None
