@@ -82,6 +82,11 @@ def events_of(ts: list[int], cond: list[bool], values: list[Any]) -> list[dict[s
     return [{"ts": t, "x": int(c), "v": v} for t, c, v in zip(ts, cond, values, strict=True)]
 
 
+
+def summary(matches):
+    """What a match says of B: the twin formulation differs only in its id and B2."""
+    return [(m.key, m.ts, m.emitted_at, m.values, m.bindings["B"]) for m in matches]
+
 @settings(max_examples=scaled(3), suppress_health_check=[HealthCheck.too_slow])
 @given(streams(), shapes(), st.integers(1, 30))
 def test_each_situation_is_a_match_at_its_end_with_its_aggregates(stream, shape, batch):
@@ -119,10 +124,6 @@ def test_results_equal_the_twin_definition_formulation(data, shape, partition):
     twin = (f"FROM S{partition} DEFINE B AS x = 1{duration}, B2 AS x = 1{duration} "
             f"PATTERN B equals B2 WITHIN {1000 if within is None else within} seconds {returns}")
     batch = data.draw(st.integers(1, n))
-
-    def summary(matches):
-        return [(m.key, m.ts, m.emitted_at, m.values, m.bindings["B"]) for m in matches]
-
     assert summary(run(single, events, batch)) == summary(run(twin, events, batch))
 
 
@@ -143,10 +144,6 @@ def test_expressions_over_aggregates_equal_the_twin_definition_formulation(data,
     twin = (f"FROM S PARTITION BY k DEFINE B AS x = 1{duration}, B2 AS x = 1{duration} "
             f"PATTERN B equals B2 WITHIN 1000 seconds {returns}")
     batch = data.draw(st.integers(1, n))
-
-    def summary(matches):
-        return [(m.key, m.ts, m.emitted_at, m.values, m.bindings["B"]) for m in matches]
-
     assert summary(run(single, events, batch)) == summary(run(twin, events, batch))
 
 
