@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from importlinter.cli import lint_imports
 
 REPO = Path(__file__).parents[1]
 PACKAGES = ("situflow", "workers", "topics")
@@ -113,8 +112,21 @@ def test_the_archive_imports_nothing_of_the_offline_planner_above_it() -> None:
     assert upward == set()
 
 
+LINT = "from importlinter.cli import lint_imports_command; lint_imports_command()"
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """import-linter over the project at ``root``, in a process of its own: its command
+    configures logging with ``dictConfig``, which would disable this process's loggers (and the
+    log records later tests look for)."""
+    return subprocess.run([sys.executable, "-c", LINT, "--no-cache"], cwd=root,
+                          env={"PYTHONPATH": str(root), "PATH": ""}, capture_output=True,
+                          text=True, timeout=300)
+
+
 def test_the_layer_contracts_hold() -> None:
-    assert lint_imports(config_filename=str(REPO / "pyproject.toml"), no_cache=True) == 0
+    run = lint_imports(REPO)
+    assert run.returncode == 0, run.stdout + run.stderr
 
 
 @pytest.fixture
@@ -138,10 +150,7 @@ def planted(tmp_path: Path) -> Path:
 
 
 def test_a_planted_back_edge_breaks_each_contract(planted: Path) -> None:
-    lint = "from importlinter.cli import lint_imports_command; lint_imports_command()"
-    run = subprocess.run([sys.executable, "-c", lint, "--no-cache"],
-                         cwd=planted, env={"PYTHONPATH": str(planted), "PATH": ""},
-                         capture_output=True, text=True)
+    run = lint_imports(planted)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "Contracts: 0 kept, 3 broken." in run.stdout
     for edge in ("situflow.planted_core -> workers.app", "topics.planted_layer -> workers.cli",
