@@ -35,3 +35,8 @@ _.test_random_operation_sequences_keep_the_invariants
 
 # Faust reads its configuration's attributes (workers/kslack.py bounds the queued bundles).
 _.stream_buffer_maxsize
+
+# Spark merges an accumulator's values with its AccumulatorParam's addInPlace.
+from batch.offline import RangeResults
+
+RangeResults.addInPlace

@@ -80,6 +80,9 @@ def _offline_arguments(p: argparse.ArgumentParser) -> None:
                    help="which secondary indexes to use: chosen by cost, and possibly none "
                         "(auto); none: full replay of the range, the baseline; all; or the listed "
                         "attributes")
+    p.add_argument("--driver-rows", type=int, metavar="N",
+                   help="replay on the driver, without starting Spark, when the plan reads at "
+                        "most N rows (default: 1,000,000; 0: always on Spark)")
     p.add_argument("--allow-gaps", action="store_true",
                    help="proceed past sequence gaps in the archive, with a warning listing them")
     p.add_argument("--name", help="query name in results (default: the file name)")
@@ -162,7 +165,8 @@ def _offline(args: argparse.Namespace) -> int:
         return EXIT_QUERY
     request = OfflineRequest(uri=args.archive, stream=args.stream, query_text=text,
                              name=args.name or args.query.stem, lo=args.lo, hi=args.hi,
-                             indexes=_indexes(args.indexes), allow_gaps=args.allow_gaps)
+                             indexes=_indexes(args.indexes), allow_gaps=args.allow_gaps,
+                             driver_rows=args.driver_rows)
     timeline: Timeline | None = None
     with reported("offline", _pushgateway()) as report:
         try:

@@ -2,20 +2,23 @@
 
 The driver compiles the query, checks the archive and plans
 (:func:`situflow.offline.planner.plan`: indexes chosen by cost, Alg. 3.1 replay intervals
-widened for TPStream and COGRA, the row groups they need). Then one Spark job:
+widened for TPStream and COGRA, the row groups they need). Then one Spark job, or, when the
+plan reads at most :data:`DRIVER_ROWS` rows, the same tasks one after the other on the driver,
+without starting Spark (:func:`run_offline`):
 
-1. *read*: one task per archive partition and segment reads, with pyarrow, only the planned
-   row groups and only the query's columns, and tags each row with the replay range it falls
-   in (``mapInArrow``; ranges of a partition are disjoint). pyarrow rather than Spark's Parquet
-   reader because the plan names row groups: Spark selects row groups by pushed-down
-   statistics only, so it would also read the row groups between the ranges;
-2. *replay*: ``groupBy(partition, range).applyInArrow`` hands each range's events, as one
-   Arrow table, to :func:`situflow.offline.replay.replay`: a fresh operator per range, never a
-   concatenated pruned stream (AT-08). A range of a full replay (a plain interval: the query
-   has nothing to prune by, or ``--indexes none``) goes to
-   :func:`~situflow.offline.replay.full_replay`, which keeps every result as ``situflow run``;
-3. Spark sorts the results into full-replay order and the driver streams them to the output,
-   de-duplicated by result id (:func:`full_replay_order`).
+1. *read and replay*: one task per group of replay ranges (``mapInArrow``) reads, with pyarrow,
+   only the planned row groups those ranges overlap and only the query's columns, and replays
+   each range, as one Arrow table, through :func:`situflow.offline.replay.replay`: a fresh
+   operator per range, never a concatenated pruned stream (AT-08). Ranges that share a row
+   group go to one task, so no row group is read twice (:func:`replay_tasks`). A range of a
+   full replay (a plain interval: the query has nothing to prune by, or ``--indexes none``)
+   goes to :func:`~situflow.offline.replay.full_replay`, which keeps every result as
+   ``situflow run``. pyarrow rather than Spark's Parquet reader because the plan names row
+   groups: Spark selects row groups by pushed-down statistics only, so it would also read the
+   row groups between the ranges. No event crosses a shuffle: a range's events are all in the
+   task that reads them;
+2. the results are sorted into full-replay order and streamed to the driver, de-duplicated by
+   result id (:func:`full_replay_order`).
 
 Tasks get plain data (:class:`OfflineJob`) and compile the query themselves, once per Python
 worker: a compiled query holds numba kernels, which do not travel by pickle.
@@ -51,7 +54,7 @@ from situflow.offline.queries import OfflineQuery, offline_query
 from situflow.offline.replay import ReplayRange, full_replay, replay, result_rows
 from situflow.operator import QueryOptions
 
-#: Columns the read stage adds: the archive partition and the interval index of each row.
+#: Columns that say which range gave a result: the archive partition and the range's index.
 PARTITION = "_situflow_partition"
 INTERVAL = "_situflow_interval"
 #: The result columns of the replay stage (:func:`result_rows`, plus where each came from;
@@ -62,6 +65,11 @@ RESULT_SCHEMA = ("result_id string, order_ts long, order_seq long, json string, 
 
 #: Rows per sorted chunk of results that the driver fetches (with the next one prefetched).
 CHUNK_ROWS = 50_000
+#: A plan that reads at most this many rows replays on the driver, without Spark
+#: (``situflow offline --driver-rows``): a Spark job's fixed cost (starting the session 5–10 s,
+#: then about half a second a job) is many times the replay of a million events
+#: (bench/README.md, "Offline").
+DRIVER_ROWS = 1_000_000
 #: The ranges to replay per archive partition.
 Ranges = Mapping[int, Sequence[Interval]]
 
@@ -89,25 +97,32 @@ class OfflineRequest:
     hi: int | None = None
     indexes: str | list[str] = "auto"
     allow_gaps: bool = False
+    #: Replay on the driver when the plan reads at most this many rows (None: DRIVER_ROWS).
+    driver_rows: int | None = None
 
 
 @dataclass(frozen=True)
-class ReadTask:
-    """One read task: row groups of one segment and the intervals of their partition."""
+class ReplayTask:
+    """One task: replay ranges of one partition (indexes into its intervals) and the planned
+    row groups they overlap, which hold all of their rows."""
 
     partition: int
+    ranges: tuple[int, ...]
     blocks: tuple[Block, ...]
+    rows: int
 
 
 @dataclass
 class OfflineRun:
-    """A finished offline query: its results (JSON lines, full-replay order; from Spark a
-    stream, read once) and the numbers ``--explain`` compares with the plan's estimate."""
+    """A finished offline query: its results (JSON lines, full-replay order; a stream, read
+    once), the numbers ``--explain`` compares with the plan's estimate, and where it ran
+    (``"Spark"`` or ``"driver"``)."""
 
     lines: Iterable[str]
     rows_read: int
     bytes_read: int
     intervals: Ranges = field(default_factory=dict)
+    ran_on: str = "Spark"
 
 
 _OFFLINE: dict[OfflineJob, OfflineQuery] = {}
@@ -145,21 +160,6 @@ def query_attributes(offline: OfflineQuery) -> list[str]:
     return sorted(set(offline.columns or ()) - bookkeeping)
 
 
-def tag_rows(table: pa.Table, ranges: Sequence[Interval], time_field: str) -> pa.Table:
-    """The rows of ``table`` that fall in one of the (disjoint) ``ranges``, each with the index
-    of its range (:data:`INTERVAL`)."""
-    if not ranges:
-        return table.slice(0, 0).append_column(INTERVAL, pa.array([], pa.int32()))
-    ts = table.column(time_field).to_numpy(zero_copy_only=False).astype(np.int64)
-    order = sorted(range(len(ranges)), key=lambda i: ranges[i].lo)
-    los = np.array([ranges[i].lo for i in order], dtype=np.int64)
-    his = np.array([ranges[i].hi for i in order], dtype=np.int64)
-    at = np.searchsorted(los, ts, side="right") - 1
-    rows = np.flatnonzero((at >= 0) & (ts <= his[np.maximum(at, 0)]))
-    ids = np.array(order, dtype=np.int32)[at[rows]]
-    return table.take(rows).append_column(INTERVAL, pa.array(ids, pa.int32()))
-
-
 def disjoint(ranges: Sequence[Interval]) -> bool:
     """Whether no two ``ranges`` share a time (so each row belongs to one range at most).
 
@@ -170,22 +170,6 @@ def disjoint(ranges: Sequence[Interval]) -> bool:
     return all(a.hi < b.lo for a, b in itertools.pairwise(ordered))
 
 
-def spark_schema(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with the types Spark lacks replaced by ones it has (the replay stage casts
-    back to ``schema``, whose field metadata marks JSON text)."""
-    fields = []
-    for f in schema:
-        t = f.type
-        if pa.types.is_null(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t):
-            t = pa.string()
-        elif pa.types.is_unsigned_integer(t) or pa.types.is_timestamp(t):
-            t = pa.int64()
-        elif pa.types.is_large_binary(t):
-            t = pa.binary()
-        fields.append(pa.field(f.name, t))
-    return pa.schema(fields)
-
-
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table`` with exactly ``schema``'s columns (missing ones null) in its types."""
     columns = [table.column(f.name).cast(f.type) if f.name in table.schema.names
@@ -193,69 +177,156 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def run_offline(spark: Any, job: OfflineJob, intervals: Ranges,
-                blocks: Mapping[int, Sequence[Block]], columns: list[str] | None) -> OfflineRun:
-    """Read ``blocks`` and replay each of the ``intervals`` with a fresh operator, on Spark;
-    results de-duplicated by result id, in full-replay order."""
-    archive = archive_of(job.uri)
-    tasks: list[ReadTask] = []
-    for partition, partition_intervals in sorted(intervals.items()):
-        if not disjoint(partition_intervals):
+def replay_tasks(intervals: Ranges, blocks: Mapping[int, Sequence[Block]],
+                 tasks_wanted: int) -> list[ReplayTask]:
+    """The tasks that replay ``intervals`` from the planned ``blocks``: ranges that share a
+    row group in one task (so each is read once), and consecutive ranges of a partition
+    joined up to about ``tasks_wanted`` tasks of equal rows."""
+    groups: list[ReplayTask] = []
+    for partition, ranges in sorted(intervals.items()):
+        if not disjoint(ranges):
             raise ValueError(f"replay ranges of partition {partition} overlap: an event would be "
                              "replayed twice")
-        by_segment: dict[str, list[Block]] = {}
-        for block in blocks.get(partition, ()):
-            by_segment.setdefault(block.segment, []).append(block)
-        tasks += [ReadTask(partition, tuple(b)) for b in by_segment.values()]
-    if not tasks:
-        return OfflineRun([], 0, 0, intervals)
-    events_schema = read_schema(archive, job.topic, columns)
-    transfer_schema = spark_schema(events_schema)
-    read_schema_spark = _spark_struct(transfer_schema.append(pa.field(PARTITION, pa.int32()))
-                                      .append(pa.field(INTERVAL, pa.int32())))
-    rows_read = spark.sparkContext.accumulator(0)
-    bytes_read = spark.sparkContext.accumulator(0)
+        planned = sorted(set(blocks.get(partition, ())), key=lambda b: b.seq_min)
+        starts = np.array([b.ts_min for b in planned], dtype=np.int64)
+        ends = np.maximum.accumulate(np.array([b.ts_max for b in planned], dtype=np.int64))
+        current: list[int] = []
+        held: dict[Block, None] = {}
+        for index in sorted(range(len(ranges)), key=lambda i: ranges[i].lo):
+            r = ranges[index]
+            # Archive order is time order: the blocks overlapping [lo, hi] are consecutive.
+            first = int(np.searchsorted(ends, r.lo, side="left"))
+            stop = int(np.searchsorted(starts, r.hi, side="right"))
+            needed = planned[first:stop]
+            if current and not any(b in held for b in needed):
+                groups.append(_task(partition, current, held))
+                current, held = [], {}
+            current.append(index)
+            held.update(dict.fromkeys(needed))
+        if current:
+            groups.append(_task(partition, current, held))
+    share = sum(t.rows for t in groups) / max(tasks_wanted, 1)
+    tasks: list[ReplayTask] = []
+    for group in groups:
+        last = tasks[-1] if tasks else None
+        if last is not None and last.partition == group.partition and \
+                last.rows + group.rows <= share:
+            tasks[-1] = _task(group.partition, [*last.ranges, *group.ranges],
+                              dict.fromkeys([*last.blocks, *group.blocks]))
+        else:
+            tasks.append(group)
+    return tasks
 
-    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+
+def _task(partition: int, ranges: Sequence[int], blocks: Mapping[Block, None]) -> ReplayTask:
+    return ReplayTask(partition, tuple(ranges), tuple(blocks), sum(b.count for b in blocks))
+
+
+def run_offline(session: Callable[[], Any], job: OfflineJob, intervals: Ranges,
+                blocks: Mapping[int, Sequence[Block]], columns: list[str] | None,
+                driver_rows: int = DRIVER_ROWS) -> OfflineRun:
+    """Read ``blocks`` and replay each of the ``intervals`` with a fresh operator; results
+    de-duplicated by result id, in full-replay order. On the driver when the blocks hold at most
+    ``driver_rows`` rows, else on Spark (the session ``session`` gives, started only then)."""
+    planned = sum(b.count for partition in intervals for b in set(blocks.get(partition, ())))
+    on_driver = planned <= driver_rows
+    spark = None if on_driver else session()
+    tasks = replay_tasks(intervals, blocks,
+                         1 if spark is None else spark.sparkContext.defaultParallelism)
+    events_schema = read_schema(archive_of(job.uri), job.topic, columns)
+    if spark is None:
+        return _run_on_driver(job, tasks, intervals, columns, events_schema)
+    if not tasks:
+        return OfflineRun([], 0, 0, intervals, "Spark")
+    context = spark.sparkContext
+    rows_read = context.accumulator(0)
+    bytes_read = context.accumulator(0)
+    # Per range: its results' last emission time and their number. Set, not summed, so a task
+    # Spark runs twice reports the same.
+    groups = context.accumulator({}, RangeResults())
+
+    def read_and_replay(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         source = archive_of(job.uri)
         for batch in batches:
             for task_id in batch.column(0).to_pylist():
                 task = tasks[task_id]
                 before = source.bytes_read
-                table = source.read_blocks(job.topic, task.partition, task.blocks, columns)
+                found: dict[tuple[int, int], tuple[int, int]] = {}
+                for index, results in replay_task(job, task, intervals, columns, events_schema,
+                                                  source):
+                    found[task.partition, index] = (results["order_ts"][-1].as_py(),
+                                                    results.num_rows)
+                    yield from results.to_batches()
                 bytes_read.add(source.bytes_read - before)
-                rows_read.add(table.num_rows)
-                tagged = tag_rows(conform(table, transfer_schema), intervals[task.partition],
-                                  job.settings.time_field)
-                tagged = tagged.add_column(tagged.num_columns - 1, PARTITION,
-                                           pa.array(np.full(tagged.num_rows, task.partition),
-                                                    pa.int32()))
-                yield from tagged.to_batches()
+                rows_read.add(task.rows)
+                groups.add(found)
 
-    def replay_group(group: pa.Table) -> pa.Table:
-        partition = group.column(PARTITION)[0].as_py()
-        index = group.column(INTERVAL)[0].as_py()
-        events = conform(group.sort_by(ARCHIVE_SEQ), events_schema)
-        query = offline_of(job)
-        interval = intervals[partition][index]
-        found = (replay(query, events, [interval]) if isinstance(interval, ReplayRange)
-                 else full_replay(query, events))
-        results = result_rows(found)
-        # The running maximum: what the partitions are merged by (full_replay_order).
-        results = results.set_column(1, "order_ts", pa.array(
-            np.maximum.accumulate(results.column("order_ts").to_numpy()), pa.int64()))
+    ids = spark.range(len(tasks), numPartitions=len(tasks))
+    results = ids.mapInArrow(read_and_replay, RESULT_SCHEMA)
+    lines = full_replay_order(results, groups)  # runs the replay: the accumulators are final
+    return OfflineRun(lines, rows_read.value, bytes_read.value, intervals, "Spark")
+
+
+def replay_task(job: OfflineJob, task: ReplayTask, intervals: Ranges, columns: list[str] | None,
+                events_schema: pa.Schema, source: Archive) -> Iterator[tuple[int, pa.Table]]:
+    """Per range of ``task`` that gives results: its index and the results as
+    :data:`RESULT_SCHEMA` rows, with ``order_ts`` raised to its running maximum (what the
+    partitions are merged by: :func:`full_replay_order`). Reads the task's row groups from
+    ``source`` once."""
+    query = offline_of(job)
+    table = source.read_blocks(job.topic, task.partition, task.blocks, columns)
+    events = conform(table, events_schema)
+    # Archive order is time order: a range's rows are a slice.
+    times = np.asarray(events.column(job.settings.time_field).to_numpy(zero_copy_only=False),
+                       dtype=np.int64)
+    for index in task.ranges:
+        interval = intervals[task.partition][index]
+        start = int(np.searchsorted(times, interval.lo, side="left"))
+        stop = int(np.searchsorted(times, interval.hi, side="right"))
+        rows = events.slice(start, stop - start)
+        results = result_rows(replay(query, rows, [interval]) if isinstance(interval, ReplayRange)
+                              else full_replay(query, rows))
         n = results.num_rows
-        return (results.append_column(PARTITION, pa.array(np.full(n, partition), pa.int32()))
-                .append_column(INTERVAL, pa.array(np.full(n, index), pa.int32())))
-
-    ids = spark.range(len(tasks), numPartitions=min(len(tasks), spark.sparkContext.defaultParallelism))
-    events = ids.mapInArrow(read, read_schema_spark)
-    results = events.groupBy(PARTITION, INTERVAL).applyInArrow(replay_group, RESULT_SCHEMA)
-    lines = full_replay_order(results)  # runs the replay: the accumulators are final
-    return OfflineRun(lines, rows_read.value, bytes_read.value, intervals)
+        if n:
+            running = np.maximum.accumulate(results.column("order_ts").to_numpy())
+            yield index, (results.set_column(1, "order_ts", pa.array(running, pa.int64()))
+                          .append_column(PARTITION, pa.array(np.full(n, task.partition),
+                                                             pa.int32()))
+                          .append_column(INTERVAL, pa.array(np.full(n, index), pa.int32())))
 
 
-def full_replay_order(results: Any) -> Iterator[str]:
+def _run_on_driver(job: OfflineJob, tasks: Sequence[ReplayTask], intervals: Ranges,
+                   columns: list[str] | None, events_schema: pa.Schema) -> OfflineRun:
+    """:func:`run_offline` in this process: the same tasks, one after the other."""
+    source = archive_of(job.uri)
+    before = source.bytes_read
+    found = [(task.partition, index, results) for task in tasks
+             for index, results in replay_task(job, task, intervals, columns, events_schema,
+                                               source)]
+    read = source.bytes_read - before
+    rows = sum(task.rows for task in tasks)
+    if not found:
+        return OfflineRun([], rows, read, intervals, "driver")
+    floors = _floors((partition, index, results["order_ts"][-1].as_py())
+                     for partition, index, results in found)
+    lines = _in_output_order(pa.concat_tables(results for *_, results in found), floors)
+    return OfflineRun(lines, rows, read, intervals, "driver")
+
+
+class RangeResults:
+    """An accumulator (Spark's ``AccumulatorParam``) of ``{(partition, range): (last emission
+    time, number of results)}``."""
+
+    def zero(self, value: dict[Any, Any]) -> dict[Any, Any]:
+        return {}
+
+    def addInPlace(self, value: dict[Any, Any], other: dict[Any, Any]  # Spark's name
+                   ) -> dict[Any, Any]:
+        value.update(other)
+        return value
+
+
+def full_replay_order(results: Any, ranges: Any) -> Iterator[str]:
     """The JSON lines of ``results`` (a DataFrame of :data:`RESULT_SCHEMA`), streamed to the
     driver: per partition in full-replay order (by range, then as emitted:
     :func:`situflow.offline.replay.result_rows`), partitions merged by emission time (the
@@ -265,15 +336,19 @@ def full_replay_order(results: Any) -> Iterator[str]:
     Spark sorts them and finds the ids that more than one range gave; the driver holds those
     ids and one sorted chunk of about :data:`CHUNK_ROWS` rows (two while the next is fetched).
     The results are computed (and kept on the executors) before this returns. Results of one
-    chunk are ordered on the driver instead (:func:`_ordered_on_driver`)."""
+    chunk are ordered on the driver instead (:func:`_ordered_on_driver`). ``ranges`` is the
+    :class:`RangeResults` accumulator that computing ``results`` fills (anything whose
+    ``value`` is that mapping)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    # Read three times (the groups' bounds, the ids of several ranges, the sorted lines): kept
-    # on the executors, so the archive is read and replayed once.
+    # Computed once and kept on the executors (the archive is read and replayed once), then
+    # read again for the ids of several ranges and the sorted lines. Computing them fills
+    # ``ranges`` (:class:`RangeResults`), whose ``value`` is read after it.
     results = results.persist(StorageLevel.MEMORY_AND_DISK)
-    groups = results.groupBy(PARTITION, INTERVAL).agg(
-        F.max("order_ts").alias("last"), F.count("*").alias("rows")).collect()
+    results.write.format("noop").mode("overwrite").save()
+    groups = sorted((partition, index, last, rows)
+                    for (partition, index), (last, rows) in ranges.value.items())
     if not groups:
         results.unpersist()
         return iter(())
@@ -282,13 +357,8 @@ def full_replay_order(results: Any) -> Iterator[str]:
     # partition (ties: by partition, then full-replay order), which Spark can compute: the
     # maximum within a range (the replay stage's order_ts) raised to that of the partition's
     # earlier ranges.
-    floors: list[tuple[int, int, int | None]] = []
-    previous: dict[int, int] = {}
-    for g in sorted(groups, key=lambda g: (g[PARTITION], g[INTERVAL])):
-        partition = g[PARTITION]
-        floors.append((partition, g[INTERVAL], previous.get(partition)))  # greatest skips None
-        previous[partition] = max(previous.get(partition, g["last"]), g["last"])
-    total = sum(g["rows"] for g in groups)
+    floors = _floors((partition, index, last) for partition, index, last, _ in groups)
+    total = sum(rows for *_, rows in groups)
     if total <= CHUNK_ROWS:
         return _ordered_on_driver(results, floors)
     floor = results.sparkSession.createDataFrame(
@@ -305,25 +375,53 @@ def full_replay_order(results: Any) -> Iterator[str]:
     return _deduplicated(ordered.toLocalIterator(prefetchPartitions=True), collided, results)
 
 
+def _floors(ranges: Iterable[tuple[int, int, int]]) -> list[tuple[int, int, int | None]]:
+    """Per range (partition, index, its last running emission time), the greatest emission
+    time of its partition's earlier ranges (None: the first), which :func:`full_replay_order`
+    raises its results' times to."""
+    floors: list[tuple[int, int, int | None]] = []
+    previous: dict[int, int] = {}
+    for partition, index, last in sorted(ranges):
+        floors.append((partition, index, previous.get(partition)))
+        previous[partition] = max(previous.get(partition, last), last)
+    return floors
+
+
 def _ordered_on_driver(results: Any, floors: list[tuple[int, int, int | None]]
                        ) -> Iterator[str]:
     """:func:`full_replay_order` for results of one chunk: collected and ordered on the driver,
     which saves the two jobs (ids of several ranges, the sort) that cost a selective query
     most of its run."""
-    floor = {(partition, index): low for partition, index, low in floors}
-    rows = results.select(PARTITION, INTERVAL, "result_id", "order_ts", "order_seq",
-                          "json").collect()
-    ranges: dict[str, set[tuple[int, int]]] = {}
-    for row in rows:
-        ranges.setdefault(row.result_id, set()).add((row[PARTITION], row[INTERVAL]))
-    collided = {result_id for result_id, seen in ranges.items() if len(seen) > 1}
+    try:
+        yield from _in_output_order(results.toArrow(), floors)
+    finally:
+        results.unpersist()
 
-    def order(row: Any) -> tuple[int, int, int, int]:
-        low = floor[row[PARTITION], row[INTERVAL]]
-        return (row.order_ts if low is None else max(row.order_ts, low), row[PARTITION],
-                row[INTERVAL], row.order_seq)
 
-    return _deduplicated(iter(sorted(rows, key=order)), collided, results)
+def _in_output_order(results: pa.Table, floors: Sequence[tuple[int, int, int | None]]
+                     ) -> Iterator[str]:
+    """The JSON lines of ``results`` (:data:`RESULT_SCHEMA` rows) in the order and with the
+    de-duplication of :func:`full_replay_order`, sorted here."""
+    partition = results.column(PARTITION).to_numpy().astype(np.int64)
+    index = results.column(INTERVAL).to_numpy().astype(np.int64)
+    span = int(index.max()) + 1
+    code = partition * span + index  # one number per range
+    raised = results.column("order_ts").to_numpy().copy()
+    low = {p * span + i: floor for p, i, floor in floors if floor is not None}
+    if low:
+        codes = np.array(sorted(low), dtype=np.int64)
+        at = np.minimum(np.searchsorted(codes, code), len(codes) - 1)
+        hit = codes[at] == code
+        floor = np.array([low[c] for c in codes.tolist()], dtype=np.int64)[at]
+        raised = np.where(hit, np.maximum(raised, floor), raised)
+    order = np.lexsort((results.column("order_seq").to_numpy(), index, partition, raised))
+    first: dict[str, int] = {}
+    for result_id, where, line in zip(results.column("result_id").take(order).to_pylist(),
+                                      code[order].tolist(),
+                                      results.column("json").take(order).to_pylist(),
+                                      strict=True):
+        if first.setdefault(result_id, where) == where:  # an id an earlier range gave: dropped
+            yield line
 
 
 def _deduplicated(rows: Iterator[Any], collided: set[str], results: Any) -> Iterator[str]:
@@ -354,12 +452,6 @@ def read_schema(archive: Archive, topic: str, columns: list[str] | None) -> pa.S
     schema = topic_schema(archive, topic)
     names = schema.names if columns is None else [c for c in columns if c in schema.names]
     return pa.schema([schema.field(n) for n in dict.fromkeys([*names, ARCHIVE_SEQ])])
-
-
-def _spark_struct(schema: pa.Schema) -> Any:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(schema)
 
 
 def offline(request: OfflineRequest, *, master: str | None = None, output: Path | None = None,
@@ -399,14 +491,16 @@ def offline(request: OfflineRequest, *, master: str | None = None, output: Path 
     if explain:
         print(replay_plan.explain(), file=sys.stderr)
     columns = event_columns(query, read_schema(archive, topic, None).names)
-    run = run_offline(spark_session(master), job, replay_plan.intervals, replay_plan.blocks,
-                      columns)
+    driver_rows = DRIVER_ROWS if request.driver_rows is None else request.driver_rows
+    widened = archive.bytes_read - before
+    run = run_offline(lambda: spark_session(master), job, replay_plan.intervals,
+                      replay_plan.blocks, columns, driver_rows)
     if explain:
-        driver = archive.bytes_read - before
-        print(f"actual: {run.rows_read} rows, {run.bytes_read + driver} bytes read "
-              f"({driver} of them on the driver, widening the intervals); estimated "
-              f"{replay_plan.estimate.rows} rows, {replay_plan.estimate.bytes} bytes",
-              file=sys.stderr)
+        print(f"actual: {run.rows_read} rows, {run.bytes_read + widened} bytes read "
+              f"({widened} of them widening the intervals on the driver); estimated "
+              f"{replay_plan.estimate.rows} rows, {replay_plan.estimate.bytes} bytes; replayed "
+              f"on {'the driver' if run.ran_on == 'driver' else 'Spark'} (--driver-rows "
+              f"{driver_rows})", file=sys.stderr)
     _write(run.lines, output, tap)
     return run
 

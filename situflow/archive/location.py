@@ -102,6 +102,10 @@ def stream_settings(root: Archive | str | os.PathLike[str], topic: str) -> Strea
     return settings
 
 
+#: Parquet footers an :class:`Archive` keeps.
+FOOTERS = 1024
+
+
 class Archive:
     """The archive at ``root`` in file system ``fs`` (module doc)."""
 
@@ -114,6 +118,9 @@ class Archive:
         # Segments never change once written: their info is read once.
         self._segments: dict[str, SegmentInfo] = {}
         self._settings: dict[str, StreamSettings | None] = {}
+        # Parquet footers by (path, size, mtime): parsing one costs half a millisecond, and a
+        # planner opens each segment and index part a few times (oldest dropped beyond FOOTERS).
+        self._footers: dict[tuple[str, int, int], pq.FileMetaData] = {}
 
     def __repr__(self) -> str:
         return f"Archive({self.uri!r})"
@@ -268,7 +275,15 @@ class Archive:
 
     def parquet_file(self, path: str) -> pq.ParquetFile:
         try:
-            return pq.ParquetFile(self.fs.open_input_file(path))
+            info = self.fs.get_file_info(path)
+            key = (path, info.size or 0, info.mtime_ns or 0)
+            footer = self._footers.get(key)
+            parquet = pq.ParquetFile(self.fs.open_input_file(path), metadata=footer)
+            if footer is None:
+                if len(self._footers) >= FOOTERS:
+                    del self._footers[next(iter(self._footers))]
+                self._footers[key] = parquet.metadata
+            return parquet
         except (pa.ArrowInvalid, OSError) as exc:
             raise ArchiveError(f"{path} (seq from {_first_seq(path)}): truncated or corrupt "
                                f"segment ({exc}); restore it from a backup or re-archive the "

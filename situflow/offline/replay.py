@@ -45,7 +45,7 @@ from situflow.kslack.positions import SEQ_FIELD
 from situflow.lang.sase import SaseQuery
 from situflow.offline.intervals import Interval, merge_intervals, replay_intervals
 from situflow.offline.queries import ARCHIVE_SEQ, OfflineQuery
-from situflow.offline.source import EventSource, interval_key_text, key_text
+from situflow.offline.source import EventSource, interval_key_text, key_text, key_texts
 from situflow.operator import Result
 from situflow.results import Match, TrendResult
 
@@ -285,8 +285,7 @@ def _keyed_events(offline: OfflineQuery, table: pa.Table
     batch = _events(offline, table)
     keys = offline.pattern.keys
     columns = [batch.column(k) for k in keys]
-    texts: list[str | None] = [key_text(values) for values in zip(*columns, strict=True)] \
-        if keys else [None] * len(batch)
+    texts: list[str | None] = [*key_texts(columns)] if keys else [None] * len(batch)
     return batch.ts, texts, np.asarray(offline.quiet(batch), bool)
 
 

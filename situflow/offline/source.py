@@ -61,8 +61,26 @@ def row_keys(table: pa.Table, key_fields: Sequence[str]) -> list[str]:
     """:func:`key_text` of every row's key attributes."""
     columns = [table.column(f).to_pylist() if f in table.column_names else [None] * table.num_rows
                for f in key_fields]
-    return [key_text(values) for values in zip(*columns, strict=True)] if columns else \
-        [key_text(())] * table.num_rows
+    return key_texts(columns) if columns else [key_text(())] * table.num_rows
+
+
+def key_texts(columns: Sequence[Sequence[Any] | np.ndarray]) -> list[str]:
+    """:func:`key_text` of each row of the key ``columns`` (equally long), computed once per
+    distinct key: a planner widening intervals reads tens of thousands of events of a few
+    thousand keys."""
+    if len(columns) == 1 and isinstance(columns[0], np.ndarray) and columns[0].dtype.kind in "iu":
+        distinct, inverse = np.unique(columns[0], return_inverse=True)
+        return np.array([key_text(v) for v in distinct.tolist()], dtype=object)[inverse].tolist()
+    memo: dict[tuple[Any, ...], str] = {}
+    texts = []
+    for values in zip(*(c.tolist() if hasattr(c, "tolist") else c for c in columns),
+                      strict=True):
+        token = tuple((v.__class__, v) for v in values)  # True and 1 are different keys
+        text = memo.get(token)
+        if text is None:
+            text = memo[token] = key_text(values)
+        texts.append(text)
+    return texts
 
 
 @dataclass(frozen=True)

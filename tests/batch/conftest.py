@@ -1,5 +1,6 @@
 """One Spark session for the whole test session (starting one costs seconds): ``local[2]``,
-the machine's two cores."""
+the machine's two cores. Offline queries replay on Spark here however few rows they read (the
+driver's replay of small plans is tested where it is named: ``--driver-rows``)."""
 
 from __future__ import annotations
 
@@ -22,3 +23,10 @@ def spark() -> Iterator[pyspark.sql.SparkSession]:
     session = spark_session("local[2]", app="situflow-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def replay_on_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    import batch.offline
+
+    monkeypatch.setattr(batch.offline, "DRIVER_ROWS", 0)

@@ -8,6 +8,7 @@ import itertools
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -160,6 +161,27 @@ def test_explain_shows_the_plan_and_what_was_read(spark, tmp_path, capsys):
     assert "actual:" in err and "estimated" in err
 
 
+def test_a_plan_of_few_rows_replays_on_the_driver_without_starting_spark(tmp_path, capsys,
+                                                                         monkeypatch):
+    import batch.session
+
+    def no_spark(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a Spark session was started")
+
+    monkeypatch.setattr(batch.session, "spark_session", no_spark)
+    events = archive(tmp_path, "stocks", stocks(2_000), key_fields=("symbol",))
+    expected = run(EXAMPLES / "rising_stocks.sase", events, tmp_path / "run.jsonl")
+    assert len(expected) > 10
+    for indexes in ("auto", "none"):
+        assert offline(EXAMPLES / "rising_stocks.sase", tmp_path, "stocks",
+                       tmp_path / "out.jsonl", "--indexes", indexes, "--driver-rows", "2000",
+                       "--explain") == expected
+        assert "replayed on the driver (--driver-rows 2000)" in capsys.readouterr().err
+    with pytest.raises(AssertionError, match="Spark session"):
+        offline(EXAMPLES / "rising_stocks.sase", tmp_path, "stocks", tmp_path / "out.jsonl",
+                "--driver-rows", "1999")
+
+
 def test_the_spark_submit_entry_point_runs_the_offline_command(spark, tmp_path):
     """``spark-submit batch/submit.py ...`` (or ``python -m batch.submit``) takes the
     command's arguments."""
@@ -230,17 +252,36 @@ def test_a_keyed_stream_over_several_partitions_through_the_import_command(spark
         assert times == sorted(times)
 
 
-def test_rows_are_tagged_with_the_range_they_fall_in():
-    import pyarrow as pa
-
-    from batch.offline import INTERVAL, tag_rows
+def test_ranges_that_share_a_row_group_are_replayed_by_one_task_which_reads_it_once():
+    from batch.offline import replay_tasks
+    from situflow.archive import Block
     from situflow.offline.intervals import Interval
 
-    table = pa.table({"ts": [1, 2, 3, 5, 8, 9, 12]})
-    tagged = tag_rows(table, [Interval(8, 10), Interval(2, 3)], "ts")
-    assert tagged.column("ts").to_pylist() == [2, 3, 8, 9]
-    assert tagged.column(INTERVAL).to_pylist() == [1, 1, 0, 0]
-    assert tag_rows(table, [], "ts").num_rows == 0
+    blocks = [Block("s0", g, 10, 10 * g, 10 * g + 9, 10 * g, 10 * g + 9) for g in range(6)]
+    ranges = [Interval(50, 55), Interval(2, 5), Interval(7, 12), Interval(33, 36)]
+    planned = [blocks[0], blocks[1], blocks[3], blocks[5]]
+    tasks = replay_tasks({0: ranges, 1: [Interval(0, 9)]}, {0: planned, 1: blocks[:1]}, 99)
+    # ranges 1 and 2 share the first row group; each other range has its own
+    assert [(t.partition, t.ranges, [b.row_group for b in t.blocks], t.rows) for t in tasks] == [
+        (0, (1, 2), [0, 1], 20), (0, (3,), [3], 10), (0, (0,), [5], 10), (1, (0,), [0], 10)]
+    # fewer tasks wanted: neighbours of one partition join up to an equal share of the rows
+    joined = replay_tasks({0: ranges, 1: [Interval(0, 9)]}, {0: planned, 1: blocks[:1]}, 2)
+    assert [(t.partition, t.ranges, t.rows) for t in joined] == [(0, (1, 2), 20),
+                                                                 (0, (3, 0), 20), (1, (0,), 10)]
+    with pytest.raises(ValueError, match="overlap"):
+        replay_tasks({0: [Interval(0, 5), Interval(5, 9)]}, {0: blocks}, 1)
+
+
+def range_results(table: Any) -> SimpleNamespace:
+    """What the replay stage's :class:`batch.offline.RangeResults` accumulator holds after it
+    gave the result rows ``table``: per range, the last emission time and the number."""
+    from batch.offline import INTERVAL, PARTITION
+
+    found: dict[tuple[int, int], tuple[int, int]] = {}
+    for row in table.to_pylist():
+        last, n = found.get((row[PARTITION], row[INTERVAL]), (row["order_ts"], 0))
+        found[row[PARTITION], row[INTERVAL]] = (max(last, row["order_ts"]), n + 1)
+    return SimpleNamespace(value=found)
 
 
 def test_results_are_merged_in_full_replay_order_and_deduplicated_across_ranges(spark):
@@ -257,7 +298,7 @@ def test_results_are_merged_in_full_replay_order_and_deduplicated_across_ranges(
                       "result_id": [r[4] for r in rows],
                       "json": [f"{r[4]}@{r[2]}.{r[3]}" for r in rows]})
     # a range keeps its own repeated id (a), a later range loses one an earlier range gave (b)
-    found = full_replay_order(spark.createDataFrame(table.to_pandas()))
+    found = full_replay_order(spark.createDataFrame(table.to_pandas()), range_results(table))
     assert list(found) == ["e@1.0", "a@0.0", "a@0.0", "b@0.0", "c@0.1", "d@0.1"]
 
 
@@ -341,4 +382,4 @@ def test_spark_sorts_results_as_the_merge_by_emission_time_orders_them(spark, pa
                       INTERVAL: pa.array([r[3] for r in rows], pa.int32())})
     frame = spark.createDataFrame(table.to_pandas(), "result_id string, order_ts long, order_seq "
                                   f"long, json string, {PARTITION} int, {INTERVAL} int")
-    assert list(full_replay_order(frame)) == expected
+    assert list(full_replay_order(frame, range_results(table))) == expected

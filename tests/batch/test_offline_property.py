@@ -1,10 +1,12 @@
 """The issue's acceptance property through the Spark job: random archives (several segments and
 blocks, duplicate timestamps), random queries of the three languages, random time ranges and
-index choices: ``situflow offline`` == ``situflow run`` over the range's events. (Every index
-subset against the core's replay: tests/offline/test_offline_identity.py.)"""
+index choices, replayed on Spark and on the driver: ``situflow offline`` == ``situflow run``
+over the range's events. (Every index subset against the core's replay:
+tests/offline/test_offline_identity.py.)"""
 
 from __future__ import annotations
 
+import itertools
 import json
 import tempfile
 from pathlib import Path
@@ -73,8 +75,10 @@ def test_offline_on_spark_equals_run(spark, text: str, events: list[dict[str, An
         assert main(["run", str(query), "--input", str(ranged), "--output",
                      str(root / "run.jsonl")]) == 0
         expected = (root / "run.jsonl").read_text().splitlines()
-        for choice in choices or ["auto"]:
+        for choice, driver_rows in itertools.product(choices or ["auto"], ("0", "1000000")):
             assert main(["offline", str(query), "--archive", str(root), "--stream", "s",
                          "--from", str(lo), "--to", str(hi), "--indexes", choice,
+                         "--driver-rows", driver_rows,
                          "--output", str(root / "offline.jsonl")]) == 0
-            assert (root / "offline.jsonl").read_text().splitlines() == expected, choice
+            assert (root / "offline.jsonl").read_text().splitlines() == expected, \
+                (choice, driver_rows)

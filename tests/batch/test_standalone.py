@@ -31,8 +31,9 @@ def test_offline_on_a_standalone_cluster(spark, tmp_path):
         done = subprocess.run(
             [sys.executable, "-m", "situflow.cli", "offline", str(query), "--archive",
              tmp_path.as_uri(), "--stream", "stocks", "--master", master, "--explain",
+             "--driver-rows", "0",
              "--output", str(tmp_path / "cluster.jsonl")],
             env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "cluster.jsonl").read_text().splitlines() == expected
-    assert "read:" in done.stderr
+    assert "read:" in done.stderr and "replayed on Spark" in done.stderr

@@ -204,6 +204,8 @@ def test_every_spark_command_takes_the_configured_master_and_local_is_the_defaul
         assert args[args.index("--master") + 1] == "local[*]"
     assert steps(offline)[0]["args"][:2] == ["offline",
                                             "/etc/situflow/queries/aggressive_drivers.query"]
+    args = steps(offline)[-1]["args"]
+    assert args[args.index("--driver-rows") + 1] == "0", "a run that names it always uses Spark"
 
 
 def test_on_a_kubernetes_master_an_offline_run_goes_through_spark_submit_in_client_mode() -> None:
