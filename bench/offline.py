@@ -76,6 +76,8 @@ INDEXED = ("speed", "accel", "type")
 #: Rare events: one in this many is an ``Alarm``, one in this many has a speed spike.
 ALARM_EVERY, SPIKE_EVERY = 1_000_000, 1_000_000
 
+#: The runs of each query besides the full replay (``--variants``).
+VARIANTS = ("auto", "all", "none", "spark")
 #: A selective and an unselective query per language (name, text).
 QUERIES = {
     "tpstream selective": """FROM cars PARTITION BY car_id
@@ -219,7 +221,7 @@ def print_row(label: str, variant: str, m: Measured, full: Measured) -> None:
 
 
 def bench_queries(spark: Any, uri: str, fixed_seconds: float, repeat: int,
-                  chosen: Sequence[str]) -> None:
+                  chosen: Sequence[str], variants: Sequence[str] = VARIANTS) -> None:
     print(f"\n{'query':<22} {'indexes':<7} {'on':<6} {'chosen':<18} {'seconds':>8} "
           f"{'plan s':>7} "
           f"{'rows read':>11} {'bytes read':>13} {'est/act':>8} {'speed-up':>9} "
@@ -234,9 +236,10 @@ def bench_queries(spark: Any, uri: str, fixed_seconds: float, repeat: int,
         full = measure(spark, job, None, repeat)
         print_row(label, "full", full, full)
         for variant in ("auto", "all", "none"):
-            print_row(label, variant, measure(spark, job, variant, repeat), full)
-        # The chosen plan on Spark however few rows it reads: the job's fixed cost.
-        print_row(label, "auto", measure(spark, job, "auto", repeat, driver_rows=0), full)
+            if variant in variants:
+                print_row(label, variant, measure(spark, job, variant, repeat), full)
+        if "spark" in variants:  # the chosen plan on Spark however few rows: the fixed cost
+            print_row(label, "auto", measure(spark, job, "auto", repeat, driver_rows=0), full)
         rates[label] = full.rows / full.seconds
     print(f"\nSpark's fixed cost ({fixed_seconds:.1f} s: session start and first job) equals "
           "the full replay of:")
@@ -319,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slides", type=int, nargs="*", default=[], metavar="TICKS",
                         help="the windowed aggregation's slides (default: 600, 6,000, 60,000 "
                              "and the window itself)")
+    parser.add_argument("--variants", nargs="*", choices=VARIANTS, default=VARIANTS,
+                        help="the runs besides the full replay: --indexes auto, all, none, and "
+                             "auto on Spark however few rows (spark); default: all four")
     parser.add_argument("--repeat", type=int, default=2,
                         help="runs of each query and variant, the best one reported")
     parser.add_argument("--archive", type=Path, help="keep the archive here, or reuse the one "
@@ -355,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Spark fixed cost: session start {start_seconds:.1f} s, first job "
                   f"{warm_seconds:.1f} s")
             bench_queries(spark, uri, start_seconds + warm_seconds, args.repeat,
-                          args.queries)
+                          args.queries, args.variants)
         finally:
             spark.stop()
         per_partition = args.events // args.partitions
