@@ -88,6 +88,28 @@ def test_read_blocks_reads_those_row_groups_and_columns_and_counts_their_bytes(
     assert archive.bytes_read - before > expected  # every column costs more
 
 
+def test_a_footer_is_parsed_once_and_again_when_its_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (path,) = write_partition(tmp_path, TOPIC, 0, [stream_of([1] * 10)], block_rows=4)
+    archive = open_archive(tmp_path)
+    given: list[bool] = []  # per opening: whether the footer was handed over, not parsed
+    parquet_file = pq.ParquetFile
+
+    def spy(source: Any, metadata: Any = None) -> pq.ParquetFile:
+        given.append(metadata is not None)
+        return parquet_file(source, metadata=metadata)
+
+    monkeypatch.setattr(pq, "ParquetFile", spy)
+    for _ in range(3):
+        assert archive.parquet_file(str(path)).metadata.num_rows == 10
+    assert given == [False, True, True]
+    data = Path(path).read_bytes()
+    Path(path).write_bytes(data[: len(data) // 2])  # truncated in place, as a bad restore would
+    with pytest.raises(ArchiveError, match="truncated or corrupt segment"):
+        archive.parquet_file(str(path))
+
+
 def test_an_attribute_no_block_has_is_null_and_no_blocks_read_nothing(tmp_path: Path) -> None:
     write_partition(tmp_path, TOPIC, 0, [stream_of([1] * 5)])
     archive = open_archive(tmp_path)
