@@ -54,10 +54,22 @@ MAX_STATE_BYTES = 64 * 1024 * 1024
 TRANSACTIONS_PROBE_TIMEOUT = 30.0
 
 
+class ServiceWorker(faust.Worker):
+    """Faust's worker without its terminal spinner. To turn the spinner on every log record,
+    Faust's worker sets the root logger to DEBUG, so every debug call of every library (aiokafka
+    above all) builds a record: 5% of an idle service's CPU (bench/README.md, "Services"). A
+    service's output is a log, not a terminal."""
+
+    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+        self.spinner = None
+        super().on_setup_root_logger(logger, level)
+
+
 def make_app(app_id: str, config: ServiceConfig) -> faust.App:
     """A Faust app with RocksDB tables and the broker settings of the module doc."""
     app = faust.App(
         app_id,
+        Worker=ServiceWorker,
         broker=[f"kafka://{server}" for server in config.kafka.bootstrap_servers.split(",")],
         broker_credentials=_credentials(config.kafka),
         store="rocksdb://",
