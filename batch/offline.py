@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -406,37 +406,39 @@ def _in_output_order(results: pa.Table, floors: Sequence[tuple[int, int, int | N
     index = results.column(INTERVAL).to_numpy().astype(np.int64)
     span = int(index.max()) + 1
     code = partition * span + index  # one number per range
-    raised = results.column("order_ts").to_numpy().copy()
-    low = {p * span + i: floor for p, i, floor in floors if floor is not None}
-    if low:
-        codes = np.array(sorted(low), dtype=np.int64)
-        at = np.minimum(np.searchsorted(codes, code), len(codes) - 1)
-        hit = codes[at] == code
-        floor = np.array([low[c] for c in codes.tolist()], dtype=np.int64)[at]
-        raised = np.where(hit, np.maximum(raised, floor), raised)
+    raised_to = np.full(max([int(code.max()), *(p * span + i for p, i, _ in floors)]) + 1,
+                        np.iinfo(np.int64).min)
+    for p, i, low in floors:
+        if low is not None:
+            raised_to[p * span + i] = low
+    raised = np.maximum(results.column("order_ts").to_numpy(), raised_to[code])
     order = np.lexsort((results.column("order_seq").to_numpy(), index, partition, raised))
-    first: dict[str, int] = {}
-    for result_id, where, line in zip(results.column("result_id").take(order).to_pylist(),
-                                      code[order].tolist(),
-                                      results.column("json").take(order).to_pylist(),
-                                      strict=True):
-        if first.setdefault(result_id, where) == where:  # an id an earlier range gave: dropped
-            yield line
+    yield from _first_range_only(zip(results.column("result_id").take(order).to_pylist(),
+                                     code[order].tolist(),
+                                     results.column("json").take(order).to_pylist(),
+                                     strict=True))
 
 
 def _deduplicated(rows: Iterator[Any], collided: set[str], results: Any) -> Iterator[str]:
-    """The lines of ``rows`` (in output order) without those of an id that an earlier range
-    gave (``collided``: the ids of several ranges); ``results`` unpersisted at the end."""
-    first: dict[str, tuple[int, int]] = {}
+    """:func:`_first_range_only` of Spark's sorted ``rows``, where only the ids in ``collided``
+    (those of several ranges) can repeat; ``results`` unpersisted at the end."""
     try:
-        for row in rows:
-            if row.result_id in collided and \
-                    first.setdefault(row.result_id, (row[PARTITION], row[INTERVAL])) != \
-                    (row[PARTITION], row[INTERVAL]):
-                continue
-            yield row.json
+        yield from _first_range_only(((row.result_id, (row[PARTITION], row[INTERVAL]), row.json)
+                                      for row in rows), collided)
     finally:
         results.unpersist()
+
+
+def _first_range_only(rows: Iterable[tuple[str, Any, str]],
+                      collided: Container[str] | None = None) -> Iterator[str]:
+    """The lines of ``rows`` (result id, range, line; in output order) without those of an id
+    an earlier range gave; only ids in ``collided`` are looked at (None: every id)."""
+    first: dict[str, Any] = {}
+    for result_id, where, line in rows:
+        if (collided is None or result_id in collided) and \
+                first.setdefault(result_id, where) != where:
+            continue
+        yield line
 
 
 def topic_schema(archive: Archive, topic: str) -> pa.Schema:

@@ -16,6 +16,7 @@ from situflow.events import EventBatch
 from situflow.lang.attributes import AttributeTypes
 from situflow.languages import compile_query
 from tests.profiles import scaled
+from tests.strategies import json_values
 
 EXAMPLES = Path(__file__).parents[1] / "situflow" / "examples"
 
@@ -95,12 +96,7 @@ def test_a_missing_key_is_missing_not_rejected():
     assert conformed.rejected == [] and len(conformed.batch) == 2
 
 
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False)
-    | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=2), inner,
-                                                                max_size=2),
-    max_leaves=4)
+JSON = json_values(max_leaves=4, max_size=2)
 
 
 @settings(max_examples=scaled(1.5), derandomize=True,

@@ -228,6 +228,11 @@ def deduplicated_results(kafka: KafkaSettings, topic: str) -> dict[str, dict[str
     return {v.pop("id"): v for v in results}
 
 
+def evaluates(service: ServiceProcess, query: str) -> bool:
+    """Whether ``service`` says (on its health page) that it evaluates ``query``."""
+    return query in service.health().get("queries", ())
+
+
 def metric_families(service: ServiceProcess) -> set[str]:
     return {family.name for family in
             text_string_to_metric_families(service.get("/metrics").decode())}

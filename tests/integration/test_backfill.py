@@ -58,6 +58,7 @@ from tests.integration.helpers import (
     arrival_order,
     car_events,
     deduplicated_results,
+    evaluates,
     id_of,
     in_blocks,
     keyed,
@@ -495,7 +496,7 @@ def test_submit_with_backfill_while_events_flow_gives_every_result_once(
         # machine may read the registration after a stream produced at once has ended.
         evaluators = [s for s in pipeline.services.values() if s.kind != "kslack"
                       and s.kind != "archiver"]
-        wait_until(lambda: all(name in s.health().get("queries", []) for s in evaluators), 120,
+        wait_until(lambda: all(evaluates(s, name) for s in evaluators), 120,
                    "the services to read the registration")
         # K-slack releases the last slack of the first third only when it flushes, idle.
         wait_until(lambda: total(metrics(pipeline.services["kslack"]),

@@ -28,6 +28,7 @@ from tests.integration.helpers import (
     arrival_order,
     car_events,
     deduplicated_results,
+    evaluates,
     keyed,
     metrics,
     oracle,
@@ -38,7 +39,7 @@ from tests.integration.helpers import (
     wait_until_evaluated,
 )
 from topics.catalog import StreamSpec, stream_topics
-from workers.up import REPO_ROOT, Pipeline, ServiceProcess
+from workers.up import REPO_ROOT, Pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -73,16 +74,14 @@ def test_a_query_runs_from_its_submission_until_its_deletion(
             produced += len(part)
             wait_until_evaluated(pipeline, produced)
 
-        def evaluating(service: ServiceProcess) -> bool:
-            return name in service.health().get("queries", ())
-
         feed(parts[0])
         pipeline.submit(QUERY, name)
-        wait_until(lambda: evaluating(deriver), 30, "the deriver to evaluate the submitted query")
+        wait_until(lambda: evaluates(deriver, name), 30,
+                   "the deriver to evaluate the submitted query")
         feed(parts[1])
-        assert evaluating(matcher)
+        assert evaluates(matcher, name)
         pipeline.delete(name)
-        wait_until(lambda: not evaluating(deriver) and not evaluating(matcher), 30,
+        wait_until(lambda: not evaluates(deriver, name) and not evaluates(matcher, name), 30,
                    "the services to drop the deleted query")
         feed(parts[2])
 

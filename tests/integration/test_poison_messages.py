@@ -39,6 +39,7 @@ from tests.integration.helpers import (
     assert_same_results,
     car_events,
     deduplicated_results,
+    evaluates,
     keyed,
     metrics,
     produce,
@@ -107,7 +108,7 @@ def run(kafka: KafkaSettings, tmp_path_factory: pytest.TempPathFactory) -> Itera
                   work_dir=tmp_path / "pipeline", extra_env=env) as pipeline:
         pipeline.submit(QUERY, failing)
         deriver = pipeline.services["deriver"]
-        wait_until(lambda: failing in deriver.health().get("queries", ()), 30,
+        wait_until(lambda: evaluates(deriver, failing), 30,
                    "the deriver to evaluate the failing query")
         asyncio.run(produce(kafka, stream.name, messages))
         wait_until_evaluated(pipeline, len(events))

@@ -22,6 +22,7 @@ from tests.integration.helpers import (
     arrival_order,
     car_events,
     deduplicated_results,
+    evaluates,
     keyed,
     metrics,
     oracle,
@@ -32,7 +33,7 @@ from tests.integration.helpers import (
 )
 from topics.catalog import StreamSpec, stream_topics
 from workers.query_source import REGISTRY_WAIT
-from workers.up import REPO_ROOT, Pipeline, ServiceProcess
+from workers.up import REPO_ROOT, Pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -58,12 +59,10 @@ def test_a_matcher_behind_on_the_registry_waits_for_its_reader_and_loses_nothing
         pipeline.wait_ready()
         deriver = pipeline.services["deriver"]
 
-        def evaluating(service: ServiceProcess) -> bool:
-            return name in service.health().get("queries", ())
-
         pipeline.submit(QUERY, name)
-        wait_until(lambda: evaluating(deriver), 30, "the deriver to evaluate the submitted query")
-        assert not evaluating(matcher), "the matcher's registry reader is held back"
+        wait_until(lambda: evaluates(deriver, name), 30,
+                   "the deriver to evaluate the submitted query")
+        assert not evaluates(matcher, name), "the matcher's registry reader is held back"
         messages = [keyed(e, stream.key_fields) for e in arrival_order(events, SLACK, SEED)]
         asyncio.run(produce(kafka, stream_topics(stream)[0].name, messages))
         wait_until(lambda: total(metrics(matcher), "situflow_registry_wait_seconds")

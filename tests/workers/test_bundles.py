@@ -33,6 +33,7 @@ from situflow.codecs.errors import InputError
 from situflow.kslack import decode_input
 from situflow.kslack.buffer import PartitionBuffer
 from tests.profiles import scaled
+from tests.strategies import json_values
 from tests.workers.test_kslack_intake import intake
 from tests.workers.test_partitions import (
     PARTITION,
@@ -297,14 +298,8 @@ def same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False)
-    | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
-                                                                max_size=3),
-    max_leaves=8)
 events = st.dictionaries(st.sampled_from(["ts", "car", "speed", "x"]) | st.text(max_size=3),
-                         json_values, max_size=5)
+                         json_values(), max_size=5)
 
 
 @given(events, st.booleans())
